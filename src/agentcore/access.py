@@ -1,0 +1,33 @@
+"""What a tool call touches, declared by the tool before anything runs (CAP).
+
+Tools turn their validated arguments into accesses; the capability check
+proves each one and the rule engine evaluates one subject per access.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Union
+
+
+@dataclass(frozen=True)
+class FsAccess:
+    arg: str                        # the argument it came from; the resolved path is handed back under this key
+    path: str
+    mode: Literal["read", "write"]
+    tree: bool = False              # a search root (glob/grep): results are filtered by scope one by one
+
+
+@dataclass(frozen=True)
+class NetAccess:
+    arg: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ShellAccess:
+    arg: str
+    command: str
+
+
+Access = Union[FsAccess, NetAccess, ShellAccess]

@@ -1,0 +1,33 @@
+"""Per-tool output limits and bounds (TRUNC), overridable per manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+KB = 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    read_bytes: int = 200 * KB
+    glob_entries: int = 1000
+    grep_matches: int = 200
+    bash_bytes: int = 200 * KB
+    web_fetch_bytes: int = 200 * KB
+    default_bytes: int = 200 * KB
+    text_bytes: int = 8 * KB * KB
+    bash_timeout_s: float = 120.0
+    bash_max_timeout_s: float = 600.0
+    web_fetch_timeout_s: float = 30.0
+    web_fetch_max_download: int = 10 * KB * KB
+    web_search_calls: int = 25
+    web_search_timeout_s: float = 15.0
+    task_depth: int = 5
+
+    def merged(self, overrides: dict[str, Any]) -> "Limits":
+        names = {f.name for f in fields(self)}
+        return replace(self, **{k: v for k, v in overrides.items() if k in names and v is not None})
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

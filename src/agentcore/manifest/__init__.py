@@ -1,0 +1,18 @@
+"""Manifests: loading, validation and compilation into an immutable object."""
+
+from .compiled import CompiledManifest, EffectiveCapabilities, compile_manifest, load_manifest, load_project_rules
+from .loader import read_manifest_spec, read_rules_spec
+from .schema import ManifestSpec, RequiresSpec, RuleSpec
+
+__all__ = [
+    "CompiledManifest",
+    "EffectiveCapabilities",
+    "ManifestSpec",
+    "RequiresSpec",
+    "RuleSpec",
+    "compile_manifest",
+    "load_manifest",
+    "load_project_rules",
+    "read_manifest_spec",
+    "read_rules_spec",
+]

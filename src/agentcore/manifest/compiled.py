@@ -1,0 +1,237 @@
+"""Compiling a manifest: variables expanded, effective set computed, patterns compiled once (VAR, CAP)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from ..errors import CompileError, ManifestError
+from ..limits import Limits
+from ..patterns.path import PathPattern, compile_path_pattern
+from ..patterns.shell import ShellRequirement, compile_shell_requirement
+from ..rules.model import CompiledRule, Rule, compile_rules
+from ..variables import Bindings, expand
+from .loader import read_manifest_spec, read_rules_spec
+from .schema import ManifestSpec, RequiresSpec
+
+if TYPE_CHECKING:
+    from ..net.hosts import HostPattern
+    from ..tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True)
+class EffectiveCapabilities:
+    fs_read: tuple[PathPattern, ...]
+    fs_write: tuple[PathPattern, ...]
+    net_hosts: tuple["HostPattern", ...]
+    shell: tuple[ShellRequirement, ...]
+    capabilities: frozenset[str]
+    # Where each entry came from ("manifest" or a tool id), for `explain`.
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    def can_read(self, path: str) -> bool:
+        return any(p.matches(path) for p in self.fs_read)
+
+    def can_write(self, path: str) -> bool:
+        return any(p.matches(path) for p in self.fs_write)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fs": {
+                "read": [p.expanded for p in self.fs_read],
+                "write": [p.expanded for p in self.fs_write],
+            },
+            "net": {"hosts": [h.raw for h in self.net_hosts]},
+            "shell": [s.to_json() for s in self.shell],
+            "capabilities": sorted(self.capabilities),
+        }
+
+
+@dataclass(frozen=True)
+class CompiledManifest:
+    name: str
+    spec: ManifestSpec
+    source: Path | None
+    tools: tuple[str, ...]
+    bindings: Bindings
+    effective: EffectiveCapabilities
+    rules: tuple[CompiledRule, ...]
+    limits: Limits
+    environment: str
+    agents: dict[str, Path]
+    skill_dirs: tuple[Path, ...]
+    protected_files: tuple[Path, ...]
+
+    @property
+    def workspace(self) -> Path | None:
+        return self.bindings.workspace
+
+    @property
+    def workspace_roots(self) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in self.bindings.values.get("workspace", ()))
+
+
+def _compile_paths(patterns: Iterable[str], bindings: Bindings, where: str) -> list[PathPattern]:
+    out: list[PathPattern] = []
+    for raw in patterns:
+        for text in expand(raw, bindings, where=where):
+            try:
+                out.append(compile_path_pattern(raw, text, anchor=bindings.workspace))
+            except CompileError as exc:
+                raise CompileError(exc.message, location=where) from None
+    return out
+
+
+def _compile_requires(req: RequiresSpec, bindings: Bindings, origin: str) -> dict[str, list[Any]]:
+    from ..net.hosts import compile_host_pattern
+
+    hosts: list[Any] = []
+    for raw in req.net.hosts:
+        for text in expand(raw, bindings, escape=False, where=f"{origin}: requires.net.hosts"):
+            try:
+                hosts.append(compile_host_pattern(text))
+            except Exception as exc:  # the host module raises its own typed errors
+                raise CompileError(f"invalid host pattern: {getattr(exc, 'message', exc)}", location=f"{origin}: requires.net.hosts") from None
+    shell: list[ShellRequirement] = []
+    for s in req.shell:
+        args = None if s.args is None else [a if isinstance(a, str) else a.model_dump() for a in s.args]
+        shell.append(compile_shell_requirement(s.cmd, args))
+    return {
+        "fs_read": _compile_paths(req.fs.read, bindings, f"{origin}: requires.fs.read"),
+        "fs_write": _compile_paths(req.fs.write, bindings, f"{origin}: requires.fs.write"),
+        "net_hosts": hosts,
+        "shell": shell,
+        "capabilities": list(req.capabilities),
+    }
+
+
+def _dedupe(items: Iterable[Any], key: Any) -> tuple[Any, ...]:
+    seen: set[Any] = set()
+    out: list[Any] = []
+    for it in items:
+        k = key(it)
+        if k not in seen:
+            seen.add(k)
+            out.append(it)
+    return tuple(out)
+
+
+def compile_manifest(
+    spec: ManifestSpec,
+    *,
+    workspace: Path | None,
+    registry: "ToolRegistry",
+    source: Path | None = None,
+    ad_hoc: Sequence[Path] = (),
+    user_data: Path | None = None,
+    extra_protected: Sequence[Path] = (),
+) -> CompiledManifest:
+    origin = str(source) if source else spec.name
+    ws = Path(os.path.realpath(workspace)) if workspace else None
+    roots_bindings = Bindings.for_workspace(ws)
+    extra_roots: list[Path] = []
+    for raw in spec.roots:
+        for text in expand(raw, roots_bindings, escape=False, where=f"{origin}: roots"):
+            base = source.parent if source else (ws or Path.cwd())
+            extra_roots.append(Path(os.path.realpath(os.path.join(base, text))))
+    bindings = Bindings.for_workspace(
+        ws,
+        extra_roots=extra_roots,
+        ad_hoc=[Path(os.path.realpath(p)) for p in ad_hoc],
+        user_data=Path(os.path.realpath(user_data)) if user_data else None,
+    )
+
+    for tool_id in spec.tools:
+        if not registry.has(tool_id):
+            raise CompileError(f"unknown tool {tool_id!r} in tools", location=f"{origin}: tools")
+    if len(set(spec.tools)) != len(spec.tools):
+        raise CompileError("a tool is listed twice in tools", location=f"{origin}: tools")
+
+    parts = [("manifest", _compile_requires(spec.requires, bindings, origin))]
+    for tool_id in spec.tools:
+        tool = registry.get(tool_id)
+        tool_req = tool.requirements(spec)
+        parts.append((tool_id, _compile_requires(tool_req, bindings, f"tool {tool_id}")))
+
+    def union(key: str, ident: Any) -> tuple[Any, ...]:
+        return _dedupe((item for _, p in parts for item in p[key]), ident)
+
+    origins: dict[str, tuple[str, ...]] = {}
+    for who, p in parts:
+        for key in ("fs_read", "fs_write"):
+            for pat in p[key]:
+                origins.setdefault(f"{key}:{pat.expanded}", tuple())
+                origins[f"{key}:{pat.expanded}"] += (who,)
+    effective = EffectiveCapabilities(
+        fs_read=union("fs_read", lambda p: p.expanded),
+        fs_write=union("fs_write", lambda p: p.expanded),
+        net_hosts=union("net_hosts", lambda h: h.raw),
+        shell=union("shell", lambda s: s),
+        capabilities=frozenset(c for _, p in parts for c in p["capabilities"]),
+        origins=origins,
+    )
+
+    rules = [
+        Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=f"{origin}: rules[{i}]")
+        for i, r in enumerate(spec.rules)
+    ]
+    compiled_rules = compile_rules(
+        rules, bindings, known_tools=registry.ids(), known_capabilities=effective.capabilities
+    )
+
+    limits = Limits().merged(spec.limits.model_dump())
+    agents: dict[str, Path] = {}
+    for name, rel in spec.agents.items():
+        base = source.parent if source else (ws or Path.cwd())
+        agents[name] = Path(os.path.realpath(os.path.join(base, rel)))
+    skill_dirs: list[Path] = []
+    for raw in spec.skills.paths:
+        for text in expand(raw, bindings, escape=False, where=f"{origin}: skills.paths"):
+            skill_dirs.append(Path(os.path.realpath(text if os.path.isabs(text) else os.path.join(ws or ".", text))))
+    protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
+    return CompiledManifest(
+        name=spec.name,
+        spec=spec,
+        source=source,
+        tools=tuple(spec.tools),
+        bindings=bindings,
+        effective=effective,
+        rules=compiled_rules,
+        limits=limits,
+        environment=spec.environment,
+        agents=agents,
+        skill_dirs=tuple(skill_dirs),
+        protected_files=protected,
+    )
+
+
+def load_manifest(
+    path: Path,
+    *,
+    workspace: Path | None,
+    registry: "ToolRegistry | None" = None,
+    **kwargs: Any,
+) -> CompiledManifest:
+    from ..tools.registry import default_registry
+
+    spec = read_manifest_spec(Path(path))
+    return compile_manifest(
+        spec, workspace=workspace, registry=registry or default_registry(), source=Path(os.path.realpath(path)), **kwargs
+    )
+
+
+def load_project_rules(path: Path, bindings: Bindings, *, registry: "ToolRegistry | None" = None) -> tuple[CompiledRule, ...]:
+    from ..tools.registry import default_registry
+
+    spec = read_rules_spec(Path(path))
+    reg = registry or default_registry()
+    rules = [
+        Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=f"{path}: rules[{i}]")
+        for i, r in enumerate(spec.rules)
+    ]
+    try:
+        return compile_rules(rules, bindings, known_tools=reg.ids())
+    except ManifestError:
+        raise

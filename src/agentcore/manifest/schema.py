@@ -1,0 +1,112 @@
+"""Pydantic models of the manifest and rules files, as authors write them."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    # Unknown keys are errors: a misspelt `requries:` must not silently grant nothing.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WildcardArg(_Strict):
+    wildcard: Literal[True]
+
+
+class PrefixArg(_Strict):
+    prefix: str = Field(min_length=1)
+
+
+ArgSpec = Union[str, WildcardArg, PrefixArg]
+
+
+class ShellSpec(_Strict):
+    cmd: str = Field(min_length=1)
+    args: list[ArgSpec] | None = None
+
+    @field_validator("cmd")
+    @classmethod
+    def _no_space(cls, v: str) -> str:
+        if any(c.isspace() for c in v):
+            raise ValueError("cmd is one executable name; put arguments in args")
+        return v
+
+
+class FsSpec(_Strict):
+    read: list[str] = Field(default_factory=list)
+    write: list[str] = Field(default_factory=list)
+
+
+class NetSpec(_Strict):
+    hosts: list[str] = Field(default_factory=list)
+
+
+class RequiresSpec(_Strict):
+    fs: FsSpec = Field(default_factory=FsSpec)
+    net: NetSpec = Field(default_factory=NetSpec)
+    shell: list[ShellSpec] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=list)
+
+
+class RuleSpec(_Strict):
+    permission: str = Field(min_length=1)
+    pattern: str = Field(min_length=1)
+    action: Literal["allow", "deny", "ask"]
+
+
+class LimitsSpec(_Strict):
+    read_bytes: int | None = Field(default=None, gt=0)
+    glob_entries: int | None = Field(default=None, gt=0)
+    grep_matches: int | None = Field(default=None, gt=0)
+    bash_bytes: int | None = Field(default=None, gt=0)
+    web_fetch_bytes: int | None = Field(default=None, gt=0)
+    default_bytes: int | None = Field(default=None, gt=0)
+    text_bytes: int | None = Field(default=None, gt=0)
+    bash_timeout_s: float | None = Field(default=None, gt=0)
+    bash_max_timeout_s: float | None = Field(default=None, gt=0)
+    web_fetch_timeout_s: float | None = Field(default=None, gt=0)
+    web_fetch_max_download: int | None = Field(default=None, gt=0)
+    web_search_calls: int | None = Field(default=None, ge=0)
+    web_search_timeout_s: float | None = Field(default=None, gt=0)
+    task_depth: int | None = Field(default=None, ge=0, le=5)
+
+
+class WatchdogSpec(_Strict):
+    enabled: bool = True
+    # Categories of the default watchdog to switch off, by name (see SPEC WDOG).
+    disable: list[str] = Field(default_factory=list)
+
+
+class SearchProviderSpec(_Strict):
+    name: str
+    url: str  # a JSON search endpoint; its host must be in net.hosts
+
+
+class WebSearchSpec(_Strict):
+    providers: list[SearchProviderSpec] = Field(default_factory=list)
+
+
+class SkillsSpec(_Strict):
+    paths: list[str] = Field(default_factory=list)
+
+
+class ManifestSpec(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    tools: list[str] = Field(default_factory=list)
+    requires: RequiresSpec = Field(default_factory=RequiresSpec)
+    rules: list[RuleSpec] = Field(default_factory=list)
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    roots: list[str] = Field(default_factory=list)
+    environment: Literal["bwrap", "none"] = "bwrap"
+    watchdog: WatchdogSpec = Field(default_factory=WatchdogSpec)
+    agents: dict[str, str] = Field(default_factory=dict)  # subagent name -> manifest path (relative to this file)
+    skills: SkillsSpec = Field(default_factory=SkillsSpec)
+    web_search: WebSearchSpec = Field(default_factory=WebSearchSpec)
+
+
+class RulesFileSpec(_Strict):
+    rules: list[RuleSpec] = Field(default_factory=list)

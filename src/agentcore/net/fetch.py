@@ -1,0 +1,380 @@
+"""The engine behind the ``web_fetch`` tool.
+
+Each hop (the first URL and every redirect) is parsed with httpx,
+canonicalised, matched against ``net.hosts``, resolved and vetted, and then
+fetched through a transport that can only dial the vetted addresses for that
+one host and port.  The request keeps the name in the Host header and in
+TLS (SNI and certificate checks), so a DNS answer that changes between the
+vet and the connect is never used: we never ask DNS a second time.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import ssl
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+import anyio
+import httpcore
+import httpx
+
+from agentcore.net.hosts import CanonicalTarget, HostPattern, HostRefused, canonical_host, parse_url
+from agentcore.net.vetting import AddressRefused, IPAddress, vet_target
+
+__all__ = ["FetchPolicy", "FetchRefused", "FetchResult", "PinnedTransport", "fetch_url", "html_to_markdown"]
+
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/x-javascript",
+        "application/ecmascript",
+        "application/x-ndjson",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+    }
+)
+_REQUEST_HEADERS = {
+    "User-Agent": "agentcore-web-fetch/0.1",
+    "Accept": "text/html, text/*;q=0.9, application/json;q=0.8, */*;q=0.1",
+    # Only encodings we can decode with a bounded output size.
+    "Accept-Encoding": "gzip, deflate",
+}
+_MARKDOWN_DROP = ("script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas", "head")
+
+
+class FetchRefused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    host_patterns: tuple[HostPattern, ...]
+    max_redirects: int = 5
+    timeout_s: float = 30.0  # for the whole call, every hop included
+    max_download_bytes: int = 10 * 2**20  # after content decoding
+    # None: httpx's default verified context.  Tests and private CAs pass one.
+    ssl_context: ssl.SSLContext | None = None
+
+
+@dataclass
+class FetchResult:
+    url: str
+    status: int
+    content_type: str
+    text: str
+    redirects: list[str] = field(default_factory=list)
+    downloaded_bytes: int = 0  # bytes of the final body as received on the wire
+
+
+# --------------------------------------------------------------------------
+# pinned dialing
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Dials only the vetted addresses, and only for the vetted host:port."""
+
+    def __init__(self, host: str, port: int, addresses: Sequence[IPAddress]) -> None:
+        self._host = host
+        self._port = port
+        self._addresses = tuple(addresses)
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: object = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            same = canonical_host(host) == self._host and port == self._port
+        except HostRefused:
+            same = False
+        if not same or not self._addresses:
+            raise httpcore.ConnectError("connection target differs from the vetted target")
+        last: Exception | None = None
+        for address in self._addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout=timeout, local_address=local_address,
+                    socket_options=socket_options,  # type: ignore[arg-type]
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: object = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("unix sockets are not reachable from web_fetch")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class PinnedTransport(httpx.AsyncHTTPTransport):
+    """An httpx transport whose connections go to *addresses* only.
+
+    URLs keep the host name, so httpx sends it as Host and httpcore uses it
+    for SNI and certificate verification; only the socket's peer is pinned.
+    Environment proxies and ``SSL_CERT_*`` variables are ignored.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        addresses: Sequence[IPAddress],
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(trust_env=False, retries=0)
+        context = ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False)
+        # httpx has no public hook for the network backend, so the pool it
+        # built is replaced by one that dials through _PinnedBackend.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=context,
+            max_connections=1,
+            max_keepalive_connections=0,
+            http1=True,
+            http2=False,
+            retries=0,
+            network_backend=_PinnedBackend(host, port, addresses),
+        )
+
+
+# --------------------------------------------------------------------------
+# body reading
+
+
+class _BoundedDecoder:
+    """Content-Encoding decoder whose output never exceeds the budget."""
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+        self._parts: list[bytes] = []
+        if encoding in ("", "identity"):
+            self._zlib = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 32)  # zlib or gzip header
+        else:
+            raise FetchRefused("unsupported_encoding", "the response uses an unsupported content encoding")
+
+    def _emit(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self._limit:
+            raise FetchRefused("too_large", "the response body exceeds the download limit")
+        self._parts.append(data)
+
+    def feed(self, chunk: bytes) -> None:
+        if self._zlib is None:
+            self._emit(chunk)
+            return
+        try:
+            data = self._zlib.decompress(chunk, self._limit - self._size + 1)
+            self._emit(data)
+            while self._zlib.unconsumed_tail:
+                data = self._zlib.decompress(self._zlib.unconsumed_tail, self._limit - self._size + 1)
+                self._emit(data)
+        except zlib.error:
+            raise FetchRefused("decode_error", "the compressed response body is corrupt") from None
+
+    def finish(self) -> bytes:
+        if self._zlib is not None:
+            try:
+                self._emit(self._zlib.flush())
+            except zlib.error:
+                raise FetchRefused("decode_error", "the compressed response body is corrupt") from None
+        return b"".join(self._parts)
+
+
+async def _read_body(response: httpx.Response, limit: int) -> tuple[bytes, int]:
+    length = response.headers.get("content-length")
+    if length is not None and length.strip().isdigit() and int(length) > limit:
+        raise FetchRefused("too_large", "the response body exceeds the download limit")
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    decoder = _BoundedDecoder(encoding, limit)
+    wire = 0
+    async for chunk in response.aiter_raw():
+        wire += len(chunk)
+        if wire > limit:
+            raise FetchRefused("too_large", "the response body exceeds the download limit")
+        decoder.feed(chunk)
+    return decoder.finish(), wire
+
+
+# --------------------------------------------------------------------------
+# conversion to text
+
+
+def _media_type(content_type: str) -> tuple[str, str | None]:
+    main, _, params = content_type.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = value.strip().strip('"').strip("'") or None
+    if charset is not None:
+        try:
+            charset = codecs.lookup(charset).name
+        except LookupError:
+            charset = None
+    return main.strip().lower(), charset
+
+
+def _kind(media: str) -> str | None:
+    if media in _HTML_TYPES:
+        return "html"
+    if media.startswith("text/") or media in _TEXT_TYPES:
+        return "text"
+    if media.endswith("+json") or media.endswith("+xml"):
+        return "text"
+    return None
+
+
+def html_to_markdown(html: bytes | str, charset: str | None = None, base_url: str | None = None) -> str:
+    """Readable markdown from HTML: scripts, styles and embeds dropped;
+    relative links made absolute against *base_url* so they stay usable."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser", from_encoding=charset if isinstance(html, bytes) else None)
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag is not None else ""
+    for tag in soup.find_all(_MARKDOWN_DROP):
+        tag.decompose()
+    if base_url is not None:
+        for tag, attribute in ((t, "href") for t in soup.find_all("a", href=True)):
+            tag[attribute] = _absolute(base_url, str(tag[attribute]))
+        for tag in soup.find_all("img", src=True):
+            tag["src"] = _absolute(base_url, str(tag["src"]))
+    body = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
+    body = re.sub(r"[ \t]+\n", "\n", body)
+    body = re.sub(r"\n{3,}", "\n\n", body).strip()
+    if title and title not in body[: len(title) + 200]:
+        body = f"# {title}\n\n{body}" if body else f"# {title}"
+    return body
+
+
+def _absolute(base_url: str, link: str) -> str:
+    try:
+        return urljoin(base_url, link)
+    except ValueError:
+        return link
+
+
+async def _to_text(content_type: str, body: bytes, base_url: str) -> str:
+    media, charset = _media_type(content_type)
+    kind = _kind(media)
+    if media == "":
+        if b"\x00" in body[:8192]:
+            raise FetchRefused("binary_content", "the response is binary, not text")
+        head = body[:512].lstrip().lower()
+        kind = "html" if head.startswith((b"<!doctype html", b"<html")) else "text"
+    if kind is None:
+        raise FetchRefused("binary_content", "the response is binary, not text")
+    if kind == "html":
+        # CPU-bound on large pages; abandoning keeps timeouts and cancellation prompt.
+        return await anyio.to_thread.run_sync(html_to_markdown, body, charset, base_url, abandon_on_cancel=True)
+    return body.decode(charset or "utf-8", errors="replace")
+
+
+# --------------------------------------------------------------------------
+# the fetch loop
+
+
+def _next_url(current: httpx.URL, location: str) -> str:
+    if location == "" or any(ord(c) < 0x21 or ord(c) == 0x7F for c in location) or "\\" in location:
+        raise FetchRefused("invalid_redirect", "the redirect location is malformed")
+    try:
+        return str(current.join(location))
+    except (httpx.InvalidURL, ValueError, TypeError, UnicodeError):
+        raise FetchRefused("invalid_redirect", "the redirect location is malformed") from None
+
+
+async def _open_hop(url: str, policy: FetchPolicy) -> tuple[httpx.URL, CanonicalTarget, PinnedTransport]:
+    try:
+        request_url, target = parse_url(url)
+    except HostRefused as exc:
+        raise FetchRefused(exc.code, exc.message) from None
+    try:
+        addresses = await vet_target(target.host, target.port, policy.host_patterns)
+    except AddressRefused as exc:
+        raise FetchRefused(exc.code, exc.message) from None
+    transport = PinnedTransport(target.host, target.port, addresses, ssl_context=policy.ssl_context)
+    return request_url, target, transport
+
+
+async def _fetch(url: str, policy: FetchPolicy) -> FetchResult:
+    redirects: list[str] = []
+    current = url
+    previous: CanonicalTarget | None = None
+    while True:
+        request_url, target, transport = await _open_hop(current, policy)
+        if previous is not None and previous.scheme == "https" and target.scheme == "http":
+            raise FetchRefused("insecure_redirect", "a redirect from https to http was refused")
+        previous = target
+        async with httpx.AsyncClient(
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(policy.timeout_s),
+            headers=_REQUEST_HEADERS,
+        ) as client:
+            async with client.stream("GET", request_url) as response:
+                location = response.headers.get("location")
+                if response.status_code in _REDIRECT_STATUSES and location is not None:
+                    if len(redirects) >= policy.max_redirects:
+                        raise FetchRefused("too_many_redirects", "the redirect limit was reached")
+                    current = _next_url(request_url, location)
+                    redirects.append(current)
+                    continue
+                content_type = response.headers.get("content-type", "")
+                media, _ = _media_type(content_type)
+                if media and _kind(media) is None:
+                    raise FetchRefused("binary_content", "the response is binary, not text")
+                body, wire = await _read_body(response, policy.max_download_bytes)
+                status = response.status_code
+        text = await _to_text(content_type, body, str(request_url))
+        return FetchResult(
+            url=str(request_url),
+            status=status,
+            content_type=content_type,
+            text=text,
+            redirects=redirects,
+            downloaded_bytes=wire,
+        )
+
+
+async def fetch_url(url: str, policy: FetchPolicy) -> FetchResult:
+    """Fetch *url* under *policy*; every refusal or failure is FetchRefused.
+
+    Cancellation from an enclosing anyio scope propagates unchanged; the
+    ``async with`` blocks close the connection on the way out.
+    """
+    try:
+        with anyio.fail_after(policy.timeout_s):
+            return await _fetch(url, policy)
+    except TimeoutError:
+        raise FetchRefused("timeout", "the fetch did not finish within the time limit") from None
+    except httpx.TimeoutException:
+        raise FetchRefused("timeout", "the fetch did not finish within the time limit") from None
+    except httpx.ConnectError:
+        raise FetchRefused("connect_failed", "could not connect to the vetted address") from None
+    except httpx.HTTPError:
+        raise FetchRefused("http_error", "the HTTP exchange failed") from None

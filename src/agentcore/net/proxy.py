@@ -1,0 +1,307 @@
+"""Host-side filtering proxy for sandboxed commands.
+
+A sandbox with ``net.hosts`` runs in its own network namespace; its only way
+out is a unix socket bind-mounted into it, served by :class:`FilteringProxy`.
+Inside, ``relay.py`` forwards 127.0.0.1:PORT to that socket and the command
+gets ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` pointing at the relay.
+
+Two request shapes are served, each on its own client connection:
+
+* ``CONNECT host:port`` -- a tunnel (HTTPS and anything else over TCP);
+* ``METHOD http://host[:port]/path`` (absolute form) -- plain HTTP, sent
+  upstream in origin form with a rewritten Host header and
+  ``Connection: close``; the rest of the client connection is piped to that
+  same upstream, so it can never reach a second host.
+
+Every decision goes to ``log`` before anything is forwarded (paths, queries
+and headers are never logged).  Hosts are canonicalised, matched and vetted
+exactly as in web_fetch, and the proxy dials the vetted address itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream, SocketStream
+
+from agentcore.net.hosts import (
+    DEFAULT_PORTS,
+    HostPattern,
+    HostRefused,
+    format_authority,
+    parse_authority,
+    parse_url,
+)
+from agentcore.net.vetting import AddressRefused, IPAddress, matching_pattern, vet_target
+
+__all__ = ["FilteringProxy"]
+
+_REQUEST_LINE = re.compile(r"([A-Z]{1,20}) (\S{1,8192}) HTTP/1\.[01]")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+        "host",
+    }
+)
+_REASONS = {400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 502: "Bad Gateway"}
+_STATUS_FOR_CODE = {
+    "host_not_allowed": 403,
+    "forbidden_address": 403,
+    "resolve_failed": 502,
+    "connect_failed": 502,
+    "head_too_large": 431,
+}
+
+
+class _Refusal(Exception):
+    def __init__(self, code: str, host: str | None = None, port: int | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.host = host
+        self.port = port
+
+
+class FilteringProxy:
+    def __init__(
+        self,
+        socket_path: Path,
+        host_patterns: tuple[HostPattern, ...],
+        log: Callable[[dict[str, Any]], None],
+        *,
+        head_timeout_s: float = 30.0,
+        connect_timeout_s: float = 15.0,
+        max_head_bytes: int = 64 * 1024,
+    ) -> None:
+        self.socket_path = Path(socket_path)
+        self.host_patterns = tuple(host_patterns)
+        self._log = log
+        self._head_timeout_s = head_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._max_head_bytes = max_head_bytes
+
+    # ------------------------------------------------------------------ serve
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen on the unix socket until cancelled; removes it on exit.
+
+        Put the socket in a directory only the sandbox owner can enter: the
+        socket is chmod 0600 right after bind, which leaves a short window.
+        """
+        path = self.socket_path
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                path.unlink()  # a stale socket from an earlier run
+            else:
+                raise FileExistsError("refusing to replace a non-socket at the proxy socket path")
+        except FileNotFoundError:
+            pass
+        listener = await anyio.create_unix_listener(path)
+        own = os.lstat(path)
+        try:
+            os.chmod(path, 0o600)
+            async with listener:
+                task_status.started()
+                await listener.serve(self._handle)
+        finally:
+            try:
+                now = os.lstat(path)
+                if (now.st_ino, now.st_dev) == (own.st_ino, own.st_dev):
+                    path.unlink()
+            except OSError:
+                pass
+
+    # ---------------------------------------------------------------- handling
+
+    def _decide(self, decision: str, method: str | None, code: str, host: str | None, port: int | None,
+                pattern: HostPattern | None = None) -> None:
+        entry: dict[str, Any] = {
+            "event": "net.proxy",
+            "decision": decision,
+            "method": method,
+            "host": host,
+            "port": port,
+            "code": code,
+        }
+        if pattern is not None:
+            entry["pattern"] = pattern.canonical
+        self._log(entry)
+
+    async def _handle(self, client: SocketStream) -> None:
+        method: str | None = None
+        async with client:
+            try:
+                try:
+                    with anyio.fail_after(self._head_timeout_s):
+                        head, rest = await self._read_head(client)
+                except TimeoutError:
+                    raise _Refusal("head_timeout") from None
+                if head is None:
+                    return  # the client went away before sending a request
+                method, target, headers = _parse_head(head)
+                if method == "CONNECT":
+                    await self._connect(client, target, rest)
+                else:
+                    await self._forward(client, method, target, headers, rest)
+            except _Refusal as refusal:
+                self._decide("deny", method, refusal.code, refusal.host, refusal.port)
+                await _send_refusal(client, refusal.code)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
+                pass  # a peer went away mid-stream; nothing left to tell anyone
+            except Exception:
+                # Never let one connection take the proxy down; never forward
+                # after an unexpected error (this includes a failing log).
+                await _send_refusal(client, "internal_error")
+
+    async def _read_head(self, client: ByteStream) -> tuple[bytes | None, bytes]:
+        buffer = b""
+        while True:
+            end = buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                return buffer[:end], buffer[end + 4 :]
+            if len(buffer) > self._max_head_bytes:
+                raise _Refusal("head_too_large")
+            try:
+                buffer += await client.receive()
+            except anyio.EndOfStream:
+                return None, b""
+
+    async def _target(self, method: str, host: str, port: int) -> tuple[list[IPAddress], HostPattern | None]:
+        try:
+            addresses = await vet_target(host, port, self.host_patterns)
+        except AddressRefused as exc:
+            raise _Refusal(exc.code, host, port) from None
+        pattern = matching_pattern(self.host_patterns, host, port)
+        self._decide("allow", method, "allowed", host, port, pattern)
+        return addresses, pattern
+
+    async def _dial(self, host: str, addresses: list[IPAddress], port: int) -> SocketStream:
+        for address in addresses:
+            try:
+                with anyio.fail_after(self._connect_timeout_s):
+                    return await anyio.connect_tcp(str(address), port)
+            except (OSError, TimeoutError):
+                continue
+        raise _Refusal("connect_failed", host, port)
+
+    async def _connect(self, client: SocketStream, target: str, rest: bytes) -> None:
+        try:
+            host, port = parse_authority(target)
+        except HostRefused as exc:
+            raise _Refusal(exc.code) from None
+        addresses, _ = await self._target("CONNECT", host, port)
+        upstream = await self._dial(host, addresses, port)
+        async with upstream:
+            await client.send(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            await _pipe(client, upstream, rest)
+
+    async def _forward(
+        self, client: SocketStream, method: str, target: str, headers: list[tuple[str, str]], rest: bytes
+    ) -> None:
+        if not target.lower().startswith(("http://", "https://")):
+            raise _Refusal("not_a_proxy_request")
+        try:
+            url, canonical = parse_url(target)
+        except HostRefused as exc:
+            raise _Refusal(exc.code) from None
+        if canonical.scheme != "http":
+            raise _Refusal("https_requires_connect", canonical.host, canonical.port)
+        names = {name.lower() for name, _ in headers}
+        if "transfer-encoding" in names and "content-length" in names:
+            raise _Refusal("ambiguous_body_length", canonical.host, canonical.port)
+        addresses, _ = await self._target(method, canonical.host, canonical.port)
+        upstream = await self._dial(canonical.host, addresses, canonical.port)
+        explicit = None if canonical.port == DEFAULT_PORTS["http"] else canonical.port
+        lines = [f"{method} {url.raw_path.decode('ascii')} HTTP/1.1", f"Host: {format_authority(canonical.host, explicit)}"]
+        dropped = _connection_tokens(headers) | _HOP_BY_HOP
+        lines += [f"{name}: {value}" for name, value in headers if name.lower() not in dropped]
+        lines.append("Connection: close")
+        async with upstream:
+            await upstream.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            await _pipe(client, upstream, rest)
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        raise _Refusal("malformed_request") from None
+    lines = text.split("\r\n")
+    # A bare CR or LF left in any line is a smuggling attempt or garbage.
+    if any("\r" in line or "\n" in line or "\x00" in line for line in lines):
+        raise _Refusal("malformed_request")
+    match = _REQUEST_LINE.fullmatch(lines[0])
+    if match is None:
+        raise _Refusal("malformed_request")
+    headers: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not _HEADER_NAME.fullmatch(name):
+            raise _Refusal("malformed_request")  # includes obsolete line folding
+        headers.append((name, value.strip(" \t")))
+    return match.group(1), match.group(2), headers
+
+
+def _connection_tokens(headers: list[tuple[str, str]]) -> frozenset[str]:
+    tokens: set[str] = set()
+    for name, value in headers:
+        if name.lower() in ("connection", "proxy-connection"):
+            tokens.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return frozenset(tokens)
+
+
+async def _send_refusal(client: ByteStream, code: str) -> None:
+    status = _STATUS_FOR_CODE.get(code, 400 if code != "internal_error" else 502)
+    body = f"agentcore proxy refused the request: {code}\n".encode("ascii")
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+        f"Content-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+        f"X-Agentcore-Refusal: {code}\r\nConnection: close\r\n\r\n"
+    ).encode("ascii")
+    try:
+        await client.send(head + body)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+
+
+async def _pipe(client: SocketStream, upstream: SocketStream, rest: bytes) -> None:
+    """Copy both ways until the upstream is done or either side breaks."""
+    if rest:
+        await upstream.send(rest)
+    async with anyio.create_task_group() as group:
+
+        async def client_to_upstream() -> None:
+            try:
+                async for chunk in client:
+                    await upstream.send(chunk)
+                await upstream.send_eof()  # half-close: the response may still come
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                group.cancel_scope.cancel()
+
+        async def upstream_to_client() -> None:
+            try:
+                async for chunk in upstream:
+                    await client.send(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(client_to_upstream)
+        group.start_soon(upstream_to_client)

@@ -1,0 +1,1 @@
+"""The tool-call pipeline: schema -> capability -> rules -> watchdog -> ask -> execute -> envelope (ORDER)."""

@@ -1,0 +1,131 @@
+"""Ask resolution (ASK): a pluggable async broker answers every `ask`.
+
+Headless hosts never invent answers: every ask is a denial with a fixed
+text, and `question` is a fixed refusal. "Always" answers are recorded by
+the pipeline as exact session rules, never wider than what was approved.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Sequence
+
+import anyio
+
+from ..rules.engine import Subject
+
+HEADLESS_ASK_TEXT = "Permission required but this run is headless; the call was not performed."
+HEADLESS_QUESTION_TEXT = "question is unavailable in a headless run; continue with your best judgement."
+
+Choice = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancelled"]
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    session_id: str
+    call_id: str
+    tool: str
+    kind: str
+    title: str
+    layer: Literal["permission", "watchdog"]
+    reason: str
+    subjects: tuple[Subject, ...]
+    args: dict[str, Any] = field(default_factory=dict)  # shown to the human only, never logged
+
+    def always_label(self) -> str:
+        """Exactly what an "always" answer will remember."""
+        if self.layer == "watchdog":
+            return f"Always allow this exact {self.tool} call in this session"
+        what = "; ".join(s.describe() for s in self.subjects)
+        return f"Always allow {self.tool}: {what} (exactly this) in this session"
+
+
+class AskBroker(Protocol):
+    headless: bool
+
+    async def ask(self, request: AskRequest) -> Choice: ...
+
+    async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
+        """Answers, one list per question; None when no human can answer."""
+        ...
+
+
+class HeadlessBroker:
+    headless = True
+
+    async def ask(self, request: AskRequest) -> Choice:
+        return "reject_once"
+
+    async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
+        return None
+
+
+class ScriptedBroker:
+    """Answers from a fixed list (tests, conformance harnesses); records what it was asked."""
+
+    headless = False
+
+    def __init__(self, choices: Sequence[Choice] = (), answers: Sequence[list[list[str]]] = ()) -> None:
+        self._choices = list(choices)
+        self._answers = list(answers)
+        self.requests: list[AskRequest] = []
+
+    async def ask(self, request: AskRequest) -> Choice:
+        self.requests.append(request)
+        return self._choices.pop(0) if self._choices else "cancelled"
+
+    async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
+        return self._answers.pop(0) if self._answers else None
+
+
+class TerminalBroker:
+    """Prompts on the controlling terminal (stderr for output, stdin for answers)."""
+
+    headless = False
+
+    def __init__(self, stdin: Any = None, stderr: Any = None) -> None:
+        self._in = stdin or sys.stdin
+        self._err = stderr or sys.stderr
+
+    def _prompt(self, text: str) -> str:
+        self._err.write(text)
+        self._err.flush()
+        line = self._in.readline()
+        return line.strip() if line else ""
+
+    async def ask(self, request: AskRequest) -> Choice:
+        lines = [
+            "",
+            f"agentcore: permission needed ({request.layer}: {request.reason})",
+            f"  tool: {request.tool}  ({request.title})",
+        ]
+        for s in request.subjects:
+            lines.append(f"  - {s.describe()}")
+        lines += [
+            "  [o] allow once",
+            f"  [a] {request.always_label()}",
+            "  [r] reject",
+            "choice [o/a/r]: ",
+        ]
+        answer = await anyio.to_thread.run_sync(self._prompt, "\n".join(lines), abandon_on_cancel=True)
+        return {"o": "allow_once", "a": "allow_always", "r": "reject_once"}.get(answer.lower()[:1], "reject_once")  # type: ignore[return-value]
+
+    async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
+        answers: list[list[str]] = []
+        for q in questions:
+            text = f"\n{q.get('header') or 'Question'}: {q['question']}\n"
+            opts = q.get("options") or []
+            for i, o in enumerate(opts, 1):
+                text += f"  {i}. {o['label']}" + (f" — {o['description']}" if o.get("description") else "") + "\n"
+            text += "answer" + (" (numbers, comma-separated)" if q.get("multi_select") else "") + ": "
+            raw = await anyio.to_thread.run_sync(self._prompt, text, abandon_on_cancel=True)
+            picked: list[str] = []
+            for part in (raw.split(",") if q.get("multi_select") else [raw]):
+                part = part.strip()
+                if opts and part.isdigit() and 1 <= int(part) <= len(opts):
+                    picked.append(opts[int(part) - 1]["label"])
+                elif part:
+                    picked.append(part)
+            answers.append(picked)
+        return answers

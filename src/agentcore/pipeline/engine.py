@@ -1,0 +1,339 @@
+"""The engine: one pipeline for every tool call (ORDER).
+
+schema -> capability -> permission rules -> watchdog -> ask resolution ->
+execution (timeout, abort) -> envelope. Each stage only ever narrows what
+the previous one let through; every refusal names its layer and rule but
+never the argument values.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import anyio
+from wcmatch import fnmatch as wcfnmatch
+from wcmatch import glob as wcglob
+
+from ..access import Access
+from ..envelope import Envelope
+from ..errors import Refusal, ToolFailure
+from ..manifest.compiled import CompiledManifest
+from ..rules.engine import Decision, Subject
+from ..rules.model import CompiledRule
+from ..runtime import ProcessSurface, Runtime, ScopedFS
+from ..session import Session
+from ..tools.base import CallContext, Tool
+from ..tools.registry import ToolRegistry, default_registry
+from .broker import HEADLESS_ASK_TEXT, AskBroker, AskRequest, HeadlessBroker
+from .capability import CapabilityResult, check_capabilities
+from .schema import validate_args
+from .watchdog import Verdict, Watchdog, WatchdogCall
+
+
+@dataclass
+class CallTrace:
+    """What each layer decided; `explain` prints it, the envelope carries a summary."""
+
+    layers: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, layer: str, decision: str, **info: Any) -> None:
+        self.layers.append({"layer": layer, "decision": decision, **info})
+
+
+def exact_pattern(subject: Subject) -> str:
+    """A rule pattern matching exactly this subject and nothing else."""
+    if subject.kind == "path":
+        return wcglob.escape(subject.value)
+    if subject.kind == "command":
+        return wcfnmatch.escape(subject.value)
+    if subject.kind == "host":
+        return subject.value
+    return "*"
+
+
+def _args_digest(tool: str, args: dict[str, Any]) -> tuple[str, str]:
+    return tool, json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Engine:
+    def __init__(
+        self,
+        manifest: CompiledManifest,
+        *,
+        registry: ToolRegistry | None = None,
+        broker: AskBroker | None = None,
+        watchdog: Watchdog | None = None,
+        project_rules: tuple[CompiledRule, ...] = (),
+        environment: str | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.registry = registry or default_registry()
+        self.broker: AskBroker = broker or HeadlessBroker()
+        if watchdog is None:
+            from .default_watchdog import default_watchdog_for
+
+            watchdog = default_watchdog_for(manifest)
+        self.watchdog = watchdog
+        self.project_rules = project_rules
+        self.environment_name = environment or manifest.environment
+        self._environment: Any = None
+        self._policy: Any = None
+
+    # -- sessions --------------------------------------------------------------
+    def open_session(self, *, headless: bool | None = None, session_id: str | None = None, parent: Session | None = None) -> Session:
+        return Session(
+            workspace=self.manifest.workspace,
+            bindings=self.manifest.bindings,
+            manifest_rules=self.manifest.rules,
+            project_rules=self.project_rules,
+            headless=self.broker.headless if headless is None else headless,
+            session_id=session_id,
+            depth=(parent.depth + 1) if parent else 0,
+            parent=parent,
+        )
+
+    # -- environment -------------------------------------------------------------
+    def environment(self) -> tuple[Any, Any]:
+        """(Environment, SandboxPolicy) for this manifest; raises EnvironmentUnavailable."""
+        if self._environment is None:
+            from ..environments import get_environment
+            from ..environments.policy import policy_for
+
+            env = get_environment(self.environment_name)
+            self._policy = policy_for(self.manifest)
+            self._environment = env
+        return self._environment, self._policy
+
+    # -- the pipeline ------------------------------------------------------------
+    def _tool(self, session: Session, tool_id: str) -> Tool | None:
+        if tool_id in self.manifest.tools or tool_id in session.stores.discovered_tools:
+            if self.registry.has(tool_id):
+                return self.registry.get(tool_id)
+        return None
+
+    async def call(self, session: Session, tool_id: str, args: Any, *, call_id: str | None = None) -> Envelope:
+        started = time.perf_counter()
+        env = await self._call(session, tool_id, args, call_id or f"call_{uuid.uuid4().hex[:12]}", CallTrace(), execute=True)
+        env.duration_ms = int((time.perf_counter() - started) * 1000)
+        return env
+
+    async def explain(self, session: Session, tool_id: str, args: Any) -> dict[str, Any]:
+        trace = CallTrace()
+        env = await self._call(session, tool_id, args, "explain", trace, execute=False)
+        out: dict[str, Any] = {"tool": tool_id, "layers": trace.layers}
+        if env.type == "error":
+            out["result"] = {"refused": True, "error_text": env.error_text, "refusal": env.refusal}
+        else:
+            out["result"] = {"refused": False}
+        return out
+
+    def _refuse(self, tool: Tool | None, tool_id: str, layer: str, code: str, text: str, **extra: Any) -> Envelope:
+        refusal = {"layer": layer, "code": code, **{k: v for k, v in extra.items() if v is not None}}
+        return Envelope(
+            type="error",
+            error_text=text,
+            kind=tool.kind if tool else "other",
+            tool=tool_id,
+            refusal=refusal,
+            error_code=code,
+        )
+
+    async def _call(self, session: Session, tool_id: str, args: Any, call_id: str, trace: CallTrace, *, execute: bool) -> Envelope:
+        tool = self._tool(session, tool_id)
+        if tool is None:
+            trace.add("registry", "deny", code="unknown_tool")
+            return self._refuse(None, tool_id, "registry", "unknown_tool", "this tool is not enabled for the agent")
+        if session.closed:
+            return self._refuse(tool, tool_id, "session", "session_closed", "the session is closed")
+
+        # 1. schema
+        problem = validate_args(self.registry.validator(tool_id), args)
+        if problem is not None:
+            trace.add("schema", "deny", message=problem)
+            return self._refuse(tool, tool_id, "schema", "invalid_arguments", f"invalid arguments: {problem}")
+        trace.add("schema", "allow")
+
+        # 2. capability
+        ctx = CallContext(workspace=str(self.manifest.workspace or ""), session_dir=str(session.workdir))
+        try:
+            accesses: list[Access] = tool.accesses(args, ctx)
+            cap = check_capabilities(accesses, tool_id, self.manifest, session_dir=session.workdir)
+        except Refusal as exc:
+            trace.add(exc.layer, "deny", code=exc.code, message=exc.message)
+            return self._refuse(tool, tool_id, exc.layer, exc.code, exc.message)
+        except ToolFailure as exc:
+            trace.add("schema", "deny", code=exc.code, message=exc.message)
+            return self._refuse(tool, tool_id, "schema", exc.code, exc.message)
+        trace.add("capability", "allow", checks=cap.checks)
+
+        # 3. permission rules
+        worst, decisions = session.rule_engine.evaluate_all(cap.subjects)
+        trace.add(
+            "permission",
+            worst.action,
+            subjects=[{"subject": d.subject.describe() if d.subject else "", **d.to_json()} for d in decisions],
+        )
+        if worst.action == "deny":
+            return self._rule_refusal(tool, tool_id, worst)
+
+        # 4. watchdog
+        wcall = WatchdogCall(
+            tool=tool_id,
+            args=args,
+            manifest=self.manifest,
+            session_id=session.id,
+            commands=tuple(c for v in cap.resolved.values() if hasattr(v, "commands") for c in v.commands),
+            paths={k: v for k, v in cap.resolved.items() if isinstance(v, Path)},
+        )
+        verdict: Verdict = await self.watchdog.review(wcall)
+        digest = _args_digest(tool_id, args)
+        if verdict.action == "ask" and digest in session.stores.watchdog_approvals:
+            verdict = Verdict("allow", "approved earlier in this session", verdict.category)
+        if verdict.action == "ask" and digest in session.stores.watchdog_rejections:
+            verdict = Verdict("deny", "rejected earlier in this session", verdict.category)
+        trace.add("watchdog", verdict.action, category=verdict.category or None, reason=verdict.reason or None)
+        if verdict.action == "deny":
+            return self._refuse(
+                tool, tool_id, "watchdog", verdict.category or "watchdog", f"refused by the watchdog: {verdict.reason or verdict.category}"
+            )
+
+        # Environment availability is known before anything runs: fail closed.
+        needs_env = tool_id == "bash" or getattr(tool, "needs_environment", False)
+        env_info: dict[str, Any] = {}
+        if needs_env:
+            from ..environments.base import EnvironmentUnavailable
+
+            try:
+                environment, policy = self.environment()
+                environment.verify(policy)
+                env_info = {"environment": environment.name}
+                parsed = next((v for v in cap.resolved.values() if hasattr(v, "commands")), None)
+                if parsed is not None and hasattr(tool, "command_argv"):
+                    env_info["command_line"] = environment.command_line(tool.command_argv(args), policy)
+            except EnvironmentUnavailable as exc:
+                trace.add("environment", "deny", reason=exc.reason)
+                return self._refuse(tool, tool_id, "environment", "environment_unavailable", f"the execution environment cannot run this call: {exc.reason}")
+            trace.add("environment", "allow", **env_info)
+
+        # 5. ask resolution
+        if worst.action == "ask" or verdict.action == "ask":
+            layer = "permission" if worst.action == "ask" else "watchdog"
+            if not execute:
+                trace.add("ask", "ask", layer=layer, headless=session.headless)
+                return self._refuse(tool, tool_id, "ask", "would_ask", "the call would need a human's approval")
+            if session.headless or self.broker.headless:
+                trace.add("ask", "deny", layer=layer, headless=True)
+                return self._refuse(tool, tool_id, "ask", "headless", HEADLESS_ASK_TEXT, asked_by=layer)
+            ask_subjects = tuple(d.subject for d in decisions if d.action == "ask" and d.subject is not None)
+            request = AskRequest(
+                session_id=session.id,
+                call_id=call_id,
+                tool=tool_id,
+                kind=tool.kind,
+                title=tool.title(args),
+                layer=layer,  # type: ignore[arg-type]
+                reason=verdict.reason if layer == "watchdog" else "no rule allows this call",
+                subjects=ask_subjects if layer == "permission" else tuple(cap.subjects),
+                args=args,
+            )
+            choice = await self.broker.ask(request)
+            trace.add("ask", choice, layer=layer)
+            if choice == "allow_always":
+                if worst.action == "ask":
+                    for s in ask_subjects:
+                        session.add_session_rule(s.tool, exact_pattern(s), "allow")
+                if verdict.action == "ask":
+                    session.stores.watchdog_approvals.add(digest)
+            elif choice == "reject_always":
+                if worst.action == "ask":
+                    for s in ask_subjects:
+                        session.add_session_rule(s.tool, exact_pattern(s), "deny")
+                if verdict.action == "ask":
+                    session.stores.watchdog_rejections.add(digest)
+            if choice not in ("allow_once", "allow_always"):
+                code = "cancelled" if choice == "cancelled" else "rejected"
+                return self._refuse(tool, tool_id, "ask", code, "the user declined this call" if code == "rejected" else "the permission request was cancelled", asked_by=layer)
+
+        if not execute:
+            return Envelope(type="output", data=None, kind=tool.kind, tool=tool_id)
+
+        # 6. execution
+        return await self._execute(tool, tool_id, args, cap, session, call_id)
+
+    def _rule_refusal(self, tool: Tool, tool_id: str, decision: Decision) -> Envelope:
+        rule = decision.rule.rule if decision.rule else None
+        text = "denied by a permission rule"
+        if rule is not None:
+            text = f"denied by {rule.scope} rule #{rule.index + 1} ({rule.permission} → {rule.action})"
+            if decision.pinned:
+                text += "; manifest denies cannot be overridden"
+        return self._refuse(
+            tool,
+            tool_id,
+            "permission",
+            "rule_deny",
+            text,
+            scope=rule.scope if rule else None,
+            rule_index=rule.index if rule else None,
+        )
+
+    async def _execute(self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, session: Session, call_id: str) -> Envelope:
+        environment = policy = None
+        if tool_id == "bash" or getattr(tool, "needs_environment", False):
+            environment, policy = self.environment()
+        runtime = Runtime(
+            manifest=self.manifest,
+            session=session,
+            tool_id=tool_id,
+            call_id=call_id,
+            resolved=cap.resolved,
+            fs=ScopedFS(self.manifest, session, tool_id),
+            proc=ProcessSurface(self.manifest, session, environment, policy),
+            broker=self.broker,
+            registry=self.registry,
+            engine=self,
+        )
+        scope = anyio.CancelScope()
+        session.track(scope)
+        result = None
+        failure: Envelope | None = None
+        try:
+            with scope:
+                with anyio.fail_after(tool.default_timeout_s + 5.0):
+                    result = await tool.execute(args, runtime)
+        except TimeoutError:
+            failure = self._refuse(tool, tool_id, "limit", "timeout", "the tool did not finish within its time limit")
+        except ToolFailure as exc:
+            failure = Envelope(type="error", error_text=exc.message, kind=tool.kind, tool=tool_id, error_code=exc.code)
+        except Refusal as exc:
+            failure = self._refuse(tool, tool_id, exc.layer, exc.code, exc.message)
+        except Exception as exc:  # a tool bug must still end in an envelope
+            failure = Envelope(
+                type="error",
+                error_text=f"internal error in tool {tool_id} ({type(exc).__name__})",
+                kind=tool.kind,
+                tool=tool_id,
+                error_code="internal_error",
+            )
+        finally:
+            session.untrack(scope)
+        if scope.cancelled_caught or (result is None and failure is None):
+            return Envelope(type="error", error_text="the call was aborted", kind=tool.kind, tool=tool_id, error_code="aborted")
+        if failure is not None:
+            return failure
+        assert result is not None
+        return Envelope(
+            type="output",
+            data=result.data,
+            truncated=result.truncated,
+            output_path=result.output_path,
+            kind=tool.kind,
+            tool=tool_id,
+            extra=result.extra,
+            ui=result.ui,
+        )

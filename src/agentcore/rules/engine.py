@@ -1,0 +1,118 @@
+"""The rule evaluation order (PERM).
+
+Per subject: (1) a matching manifest deny decides (pinned); (2) otherwise the
+most specific matching rule over all scopes decides, specificity being the
+tuple (exact pattern, literal characters, permission rank) compared
+lexicographically; (3) equally specific matches resolve to the most
+restrictive action; (4) no match means `ask`. A call's decision is the most
+restrictive of its subjects' decisions.
+
+Candidates are pre-sorted by specificity once per (tool, capability, kind),
+so evaluation stops at the first specificity level that matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .model import ACTION_RANK, CompiledRule, SubjectKind
+
+
+@dataclass(frozen=True)
+class Subject:
+    tool: str
+    capability: str | None
+    kind: SubjectKind
+    value: str
+    host: str | None = None
+    port: int | None = None
+
+    def describe(self) -> str:
+        what = self.capability or self.tool
+        return f"{what} {self.value}" if self.value else what
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str
+    rule: CompiledRule | None
+    subject: Subject | None
+    pinned: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"action": self.action, "pinned": self.pinned}
+        if self.rule is not None:
+            r = self.rule.rule
+            out["rule"] = {
+                "scope": r.scope,
+                "index": r.index,
+                "permission": r.permission,
+                "pattern": r.pattern,
+                "action": r.action,
+                **({"origin": r.origin} if r.origin else {}),
+            }
+        else:
+            out["rule"] = None
+        return out
+
+
+_Entry = tuple[tuple[int, int, int], int, CompiledRule, "object", str]
+
+
+class RuleEngine:
+    """Immutable view over the compiled rules of all three scopes."""
+
+    def __init__(self, rules: Sequence[CompiledRule]) -> None:
+        self._rules = tuple(rules)
+        self._cache: dict[tuple[str, str | None, str], tuple[list[_Entry], list[_Entry]]] = {}
+
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        return self._rules
+
+    def _candidates(self, tool: str, capability: str | None, kind: SubjectKind) -> tuple[list[_Entry], list[_Entry]]:
+        key = (tool, capability, kind)
+        got = self._cache.get(key)
+        if got is not None:
+            return got
+        pinned: list[_Entry] = []
+        ranked: list[_Entry] = []
+        for cr in self._rules:
+            perm = cr.rule.permission
+            if perm != "*" and perm != tool and perm != capability:
+                continue
+            fn, literal, exact, prefix = cr.matcher(kind)
+            if fn is None:
+                continue
+            spec = (1 if exact else 0, literal, cr.perm_rank)
+            entry: _Entry = (spec, ACTION_RANK[cr.action], cr, fn, prefix)
+            if cr.pinned:
+                pinned.append(entry)
+            ranked.append(entry)
+        ranked.sort(key=lambda e: (e[0], e[1]), reverse=True)
+        got = (pinned, ranked)
+        self._cache[key] = got
+        return got
+
+    def evaluate(self, subject: Subject) -> Decision:
+        pinned, ranked = self._candidates(subject.tool, subject.capability, subject.kind)
+        value = subject.value
+        for _spec, _rank, cr, fn, prefix in pinned:
+            if (not prefix or value.startswith(prefix)) and fn(value, subject):
+                return Decision("deny", cr, subject, pinned=True)
+        # Sorted by (specificity, restrictiveness) descending, so the first
+        # match is the most specific one and, among equals, the most restrictive.
+        for _spec, _rank, cr, fn, prefix in ranked:
+            if prefix and not value.startswith(prefix):
+                continue
+            if fn(value, subject):
+                return Decision(cr.action, cr, subject)
+        return Decision("ask", None, subject)
+
+    def evaluate_all(self, subjects: Iterable[Subject]) -> tuple[Decision, list[Decision]]:
+        decisions = [self.evaluate(s) for s in subjects]
+        if not decisions:
+            return Decision("ask", None, None), decisions
+        worst = max(decisions, key=lambda d: ACTION_RANK[d.action])
+        return worst, decisions

@@ -1,0 +1,141 @@
+"""Rule values and their compiled, kind-aware matchers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Literal
+
+from wcmatch import fnmatch as wcfnmatch
+
+from ..errors import CompileError
+from ..patterns.globtext import glob_literal_count, glob_literal_prefix, has_wildcard
+from ..patterns.path import compile_path_pattern
+from ..variables import Bindings, expand
+
+Action = Literal["allow", "deny", "ask"]
+Scope = Literal["manifest", "project", "session"]
+SubjectKind = Literal["path", "host", "command", "none"]
+
+ACTION_RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+CAPABILITY_KINDS: dict[str, SubjectKind] = {
+    "fs.read": "path",
+    "fs.write": "path",
+    "net.fetch": "host",
+    "shell.run": "command",
+}
+
+
+def most_restrictive(actions: Iterable[str]) -> str:
+    return max(actions, key=lambda a: ACTION_RANK[a], default="ask")
+
+
+@dataclass(frozen=True)
+class Rule:
+    permission: str
+    pattern: str
+    action: Action
+    scope: Scope = "session"
+    index: int = 0            # position in its scope's list, for explanations
+    origin: str = ""          # file:line where it was written, when known
+
+
+Matcher = Callable[[str, "object"], bool]
+
+
+@dataclass
+class CompiledRule:
+    """One expansion of one rule; matchers are built per subject kind on demand."""
+
+    rule: Rule
+    expanded: str
+    perm_rank: int
+    anchor: Path | None
+    _matchers: dict[str, tuple[Callable[..., bool] | None, int, bool, str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def action(self) -> str:
+        return self.rule.action
+
+    @property
+    def pinned(self) -> bool:
+        return self.rule.scope == "manifest" and self.rule.action == "deny"
+
+    def matcher(self, kind: SubjectKind) -> tuple[Callable[..., bool] | None, int, bool, str]:
+        """(match function or None if the pattern cannot apply, literal count, exact, literal prefix)."""
+        got = self._matchers.get(kind)
+        if got is None:
+            got = self._build(kind)
+            self._matchers[kind] = got
+        return got
+
+    def _build(self, kind: SubjectKind) -> tuple[Callable[..., bool] | None, int, bool, str]:
+        text = self.expanded
+        if text == "*":
+            return (lambda value, subject=None: True), 0, False, ""
+        if kind == "none":
+            return None, 0, False, ""
+        if kind == "path":
+            try:
+                pp = compile_path_pattern(self.rule.pattern, text, anchor=self.anchor)
+            except CompileError:
+                return None, 0, False, ""
+            prefix = glob_literal_prefix(pp.expanded)
+            return (lambda value, subject=None, _m=pp.matches: _m(value)), pp.literal_count, pp.exact, prefix
+        if kind == "command":
+            regex = re.compile(wcfnmatch.translate(text, flags=wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX | wcfnmatch.CASE)[0][0])
+            exact = not has_wildcard(text)
+            return (lambda value, subject=None, _r=regex: _r.match(value) is not None), glob_literal_count(text), exact, glob_literal_prefix(text)
+        if kind == "host":
+            from ..net.hosts import compile_host_pattern
+
+            try:
+                hp = compile_host_pattern(text)
+            except Exception:
+                return None, 0, False, ""
+
+            def match_host(value: str, subject: object = None, _hp=hp) -> bool:
+                host = getattr(subject, "host", None)
+                port = getattr(subject, "port", None)
+                if host is None or port is None:
+                    return False
+                return bool(_hp.matches(host, port))
+
+            exact = "*" not in text
+            return match_host, len(text.replace("*", "")), exact, ""
+        return None, 0, False, ""
+
+
+def _perm_rank(permission: str) -> int:
+    if permission == "*":
+        return 0
+    if permission in CAPABILITY_KINDS or "." in permission:
+        return 1
+    return 2
+
+
+def compile_rules(
+    rules: Iterable[Rule],
+    bindings: Bindings,
+    *,
+    known_tools: Iterable[str] = (),
+    known_capabilities: Iterable[str] = (),
+) -> tuple[CompiledRule, ...]:
+    """Expand variables and validate patterns against the kinds they will meet."""
+    anchor = bindings.workspace
+    tools = set(known_tools)
+    caps = set(known_capabilities) | set(CAPABILITY_KINDS)
+    out: list[CompiledRule] = []
+    for rule in rules:
+        where = rule.origin or f"{rule.scope} rule #{rule.index + 1}"
+        perm = rule.permission
+        if perm != "*" and perm not in caps and tools and perm not in tools:
+            raise CompileError(f"rule permission {perm!r} is neither a known tool, a capability nor '*'", location=where)
+        for text in expand(rule.pattern, bindings, where=where):
+            cr = CompiledRule(rule=rule, expanded=text, perm_rank=_perm_rank(perm), anchor=anchor)
+            kind = CAPABILITY_KINDS.get(perm)
+            if kind is not None and text != "*" and cr.matcher(kind)[0] is None:
+                raise CompileError(f"pattern is not a valid {kind} pattern for {perm}", location=where)
+            out.append(cr)
+    return tuple(out)

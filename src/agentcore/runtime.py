@@ -1,0 +1,199 @@
+"""The capability surface handed to tools (TOOL): fs, processes, network.
+
+Tools never open files, spawn processes or dial sockets themselves. Every
+method here re-checks scope at the moment of use and opens canonical paths
+without following symlinks, so a tree changed after the capability check
+cannot redirect a call.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from .errors import ToolFailure
+from .paths import PathRefused, canonicalize, is_within, open_nofollow
+from .protected import protected_reason
+from .rules.engine import Subject
+from .truncation import ByteSpool, LineSpool
+
+if TYPE_CHECKING:
+    from .environments.base import Environment, OutputSink, ProcessOutcome, SandboxPolicy
+    from .manifest.compiled import CompiledManifest
+    from .pipeline.broker import AskBroker
+    from .session import Session
+    from .tools.registry import ToolRegistry
+
+
+class ScopedFS:
+    def __init__(self, manifest: "CompiledManifest", session: "Session", tool: str) -> None:
+        self._m = manifest
+        self._s = session
+        self._tool = tool
+
+    # -- scope -------------------------------------------------------------
+    def may_read(self, path: str) -> bool:
+        return is_within(path, self._s.workdir) or self._m.effective.can_read(path)
+
+    def may_write(self, path: str) -> bool:
+        return self._m.effective.can_write(path) and protected_reason(path, self._m.protected_files) is None
+
+    def visible(self, path: str) -> bool:
+        """A search result is shown only if it is readable and no rule denies reading it."""
+        if not self.may_read(path):
+            return False
+        engine = self._s.rule_engine
+        if engine.evaluate(Subject(self._tool, "fs.read", "path", path)).action == "deny":
+            return False
+        # A listing or search reveals what `read` would: a rule denying `read`
+        # on a path hides it from every search tool too.
+        return self._tool == "read" or engine.evaluate(Subject("read", "fs.read", "path", path)).action != "deny"
+
+    def _recheck(self, path: Path, mode: str) -> Path:
+        try:
+            again = canonicalize(os.fspath(path), Path("/"))
+        except PathRefused:
+            raise ToolFailure("symlink_race", "the path changed after it was checked") from None
+        if again != path:
+            raise ToolFailure("symlink_race", "the path changed after it was checked")
+        p = os.fspath(path)
+        if (mode == "read" and not self.may_read(p)) or (mode == "write" and not self.may_write(p)):
+            raise ToolFailure("out_of_scope", "the path is outside the scope")
+        return path
+
+    # -- operations ----------------------------------------------------------
+    def stat(self, path: Path) -> os.stat_result | None:
+        try:
+            return os.lstat(path)
+        except FileNotFoundError:
+            return None
+
+    def open_read(self, path: Path) -> int:
+        self._recheck(path, "read")
+        try:
+            return open_nofollow(path, os.O_RDONLY)
+        except PathRefused as exc:
+            raise ToolFailure(exc.code, exc.message) from None
+
+    def read_bytes(self, path: Path, limit: int) -> bytes:
+        """The whole file if it has at most `limit` bytes, else a `too_large` failure."""
+        fd = self.open_read(path)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ToolFailure("not_a_file", "the path is not a regular file")
+            if st.st_size > limit:
+                raise ToolFailure("too_large", f"the file has {st.st_size} bytes; the text-size bound is {limit}")
+            data = fh.read(limit + 1)
+            if len(data) > limit:
+                raise ToolFailure("too_large", f"the file exceeds the text-size bound of {limit} bytes")
+            return data
+
+    def write_atomic(self, path: Path, data: bytes) -> bool:
+        """Write via a temporary file in the same directory and rename; returns True if created."""
+        self._recheck(path, "write")
+        parent = path.parent
+        if not parent.exists():
+            # Parents are created one by one, each re-proved inside the write scope.
+            missing: list[Path] = []
+            cur = parent
+            while not cur.exists():
+                missing.append(cur)
+                cur = cur.parent
+            for d in reversed(missing):
+                inside = any(is_within(os.fspath(d), os.fspath(pat.base)) for pat in self._m.effective.fs_write)
+                if not inside or protected_reason(os.fspath(d), self._m.protected_files) is not None:
+                    raise ToolFailure("out_of_scope", "a missing parent directory is outside the fs.write scope")
+                os.mkdir(d, 0o777)
+        try:
+            dir_fd = open_nofollow(parent, os.O_RDONLY | os.O_DIRECTORY)
+        except PathRefused as exc:
+            raise ToolFailure(exc.code, exc.message) from None
+        try:
+            mode: int | None = None
+            created = True
+            try:
+                st = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    raise ToolFailure("symlink_race", "the target became a symlink after the check")
+                if not stat.S_ISREG(st.st_mode):
+                    raise ToolFailure("not_a_file", "the path exists and is not a regular file")
+                mode = stat.S_IMODE(st.st_mode)
+                created = False
+            except FileNotFoundError:
+                pass
+            tmp_name = f".{path.name}.agentcore-{os.getpid()}-{os.urandom(4).hex()}.tmp"
+            fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666 if mode is None else 0o600, dir_fd=dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                if mode is not None:
+                    os.chmod(tmp_name, mode, dir_fd=dir_fd)
+                os.rename(tmp_name, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                try:
+                    os.unlink(tmp_name, dir_fd=dir_fd)
+                except OSError:
+                    pass
+                raise
+            return created
+        finally:
+            os.close(dir_fd)
+
+
+class ProcessSurface:
+    def __init__(self, manifest: "CompiledManifest", session: "Session", environment: "Environment | None", policy: "SandboxPolicy | None") -> None:
+        self._m = manifest
+        self._s = session
+        self.environment = environment
+        self.policy = policy
+
+    async def run_sandboxed(self, argv: Sequence[str], *, timeout_s: float, sink: "OutputSink") -> "ProcessOutcome":
+        if self.environment is None or self.policy is None:
+            raise ToolFailure("environment_unavailable", "no execution environment is configured for this session")
+        return await self.environment.run(argv, self.policy, timeout_s=timeout_s, sink=sink)
+
+    @staticmethod
+    def rg_binary() -> str:
+        """The ripgrep shipped with the package (PyPI `ripgrep`), never one found on a user's PATH first."""
+        import sys
+
+        candidate = Path(sys.executable).parent / "rg"
+        if candidate.is_file():
+            return os.fspath(candidate)
+        found = shutil.which("rg")
+        if not found:
+            raise ToolFailure("rg_missing", "ripgrep (rg) is not installed")
+        return found
+
+
+@dataclass
+class Runtime:
+    manifest: "CompiledManifest"
+    session: "Session"
+    tool_id: str
+    call_id: str
+    resolved: dict[str, Any]
+    fs: ScopedFS
+    proc: ProcessSurface
+    broker: "AskBroker"
+    registry: "ToolRegistry"
+    engine: Any = None  # the Engine, for `task` (child sessions)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def limits(self):  # noqa: ANN201 - Limits
+        return self.manifest.limits
+
+    def byte_spool(self, limit: int) -> ByteSpool:
+        return ByteSpool(self.session.workdir, self.tool_id, limit)
+
+    def line_spool(self, limit: int) -> LineSpool:
+        return LineSpool(self.session.workdir, self.tool_id, limit)

@@ -1,0 +1,119 @@
+"""Sessions: identity, working directory, session-scope rules, abort (PERM, TRUNC, SUB)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .rules.engine import RuleEngine
+from .rules.model import CompiledRule, Rule, compile_rules
+from .variables import Bindings
+
+
+@dataclass
+class SessionStores:
+    """Session-internal state of the tools that need it."""
+
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    web_search_calls: int = 0
+    skill_cache: dict[str, str] = field(default_factory=dict)
+    skill_index: dict[str, Path] | None = None
+    discovered_tools: set[str] = field(default_factory=set)
+    watchdog_approvals: set[tuple[str, str]] = field(default_factory=set)
+    watchdog_rejections: set[tuple[str, str]] = field(default_factory=set)
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        workspace: Path | None,
+        bindings: Bindings,
+        manifest_rules: tuple[CompiledRule, ...],
+        project_rules: tuple[CompiledRule, ...] = (),
+        headless: bool = True,
+        session_id: str | None = None,
+        depth: int = 0,
+        parent: "Session | None" = None,
+        workdir_root: Path | None = None,
+    ) -> None:
+        self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
+        self.workspace = workspace
+        self.bindings = bindings
+        self.headless = headless
+        self.depth = depth
+        self.parent = parent
+        self.children: list[Session] = []
+        root = workdir_root or Path(tempfile.gettempdir())
+        # Resolved so the sidecar paths handed to the model are canonical and
+        # pass the capability check when read back.
+        self.workdir = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"agentcore-{self.id}-", dir=root)))
+        self.stores = SessionStores()
+        self._manifest_rules = manifest_rules
+        self._project_rules = project_rules
+        self._session_rules: list[CompiledRule] = []
+        self._engine: RuleEngine | None = None
+        self._scopes: set[anyio.CancelScope] = set()
+        self.closed = False
+        if parent is not None:
+            parent.children.append(self)
+
+    # -- rules -------------------------------------------------------------
+    @property
+    def rule_engine(self) -> RuleEngine:
+        if self._engine is None:
+            self._engine = RuleEngine(self._manifest_rules + self._project_rules + tuple(self._session_rules))
+        return self._engine
+
+    @property
+    def session_rules(self) -> tuple[CompiledRule, ...]:
+        return tuple(self._session_rules)
+
+    def set_project_rules(self, rules: tuple[CompiledRule, ...]) -> None:
+        self._project_rules = rules
+        self._engine = None
+
+    def add_session_rule(self, permission: str, pattern: str, action: str) -> None:
+        rule = Rule(permission, pattern, action, scope="session", index=len(self._session_rules))  # type: ignore[arg-type]
+        self._session_rules.extend(compile_rules([rule], self.bindings))
+        self._engine = None
+
+    def set_session_rules(self, rules: list[tuple[str, str, str]]) -> None:
+        self._session_rules = []
+        for permission, pattern, action in rules:
+            self.add_session_rule(permission, pattern, action)
+
+    # -- abort -------------------------------------------------------------
+    def track(self, scope: anyio.CancelScope) -> None:
+        self._scopes.add(scope)
+
+    def untrack(self, scope: anyio.CancelScope) -> None:
+        self._scopes.discard(scope)
+
+    def abort(self) -> None:
+        """Cancel every in-flight call of this session and of its children."""
+        for scope in list(self._scopes):
+            scope.cancel()
+        for child in self.children:
+            child.abort()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._scopes)
+
+    def close(self) -> None:
+        """Abort what still runs and remove the working directory (sidecars included)."""
+        if self.closed:
+            return
+        self.abort()
+        for child in self.children:
+            child.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.closed = True

@@ -1,0 +1,86 @@
+"""`glob`: list files matching a pattern, via ripgrep (FILE, TRUNC).
+
+Hidden files are listed, `.git` is not, ignore files are honoured, symlinks
+are never followed, and a result is shown only if it is inside the fs.read
+scope and no rule denies reading it. Sorted by path; entries beyond the
+limit go to the sidecar.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from wcmatch import glob as wcglob
+
+from ..access import Access, FsAccess
+from ..errors import ToolFailure
+from . import _schemas
+from ._rg import rg_lines
+from .base import CallContext, Tool, ToolResult
+
+_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
+
+
+def compile_relative_glob(pattern: str) -> re.Pattern[str]:
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        raise ToolFailure("invalid_arguments", "pattern must be relative to path and must not contain '..'")
+    return re.compile("|".join(f"(?:{r})" for r in wcglob.translate(pattern, flags=_FLAGS)[0]))
+
+
+def basename_prefilter(pattern: str) -> str | None:
+    """A basename glob rg can apply first; always at least as wide as the full pattern."""
+    last = pattern.rsplit("/", 1)[-1]
+    if last in ("", "**") or "[" in last or "\\" in last:
+        return None
+    return last
+
+
+class GlobTool(Tool):
+    id = "glob"
+    description = (
+        "List files whose path relative to `path` (default: the workspace) matches a glob `pattern` "
+        "(`*` within a directory, `**` across directories). Sorted by path."
+    )
+    parameters = _schemas.GLOB
+    kind = "search"
+    uses = ("fs.read",)
+
+    def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
+        compile_relative_glob(args["pattern"])
+        return [FsAccess("path", args.get("path") or ctx.workspace or ".", "read", tree=True)]
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Glob {args.get('pattern', '')}"
+
+    async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        root = os.fspath(runtime.resolved["path"])
+        if not os.path.isdir(root):
+            raise ToolFailure("not_a_directory", "path is not a directory")
+        regex = compile_relative_glob(args["pattern"])
+        argv = [runtime.proc.rg_binary(), "--files", "--hidden", "--glob", "!.git", "--sort", "path", "--no-messages", "--no-config"]
+        pre = basename_prefilter(args["pattern"])
+        if pre is not None:
+            argv += ["--glob", pre]
+        argv += ["--", "."]
+        spool = runtime.line_spool(runtime.limits.glob_entries)
+        prefix = root.rstrip("/") + "/"
+        fs = runtime.fs
+        try:
+            async for raw in rg_lines(argv, root):
+                rel = raw.decode("utf-8", "surrogateescape")
+                if rel.startswith("./"):
+                    rel = rel[2:]
+                if not regex.match(rel):
+                    continue
+                full = prefix + rel
+                if not fs.visible(full):
+                    continue
+                spool.add(full, full)
+        finally:
+            spool.close()
+        data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}
+        if spool.truncated:
+            data["head"] = spool.head_text()
+        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None)

@@ -1,0 +1,35 @@
+"""`write`: create or overwrite a text file atomically (FILE)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..access import Access, FsAccess
+from ..errors import ToolFailure
+from . import _schemas
+from .base import CallContext, Tool, ToolResult
+
+
+class WriteTool(Tool):
+    id = "write"
+    description = "Create or overwrite a UTF-8 text file with `content`. The write is atomic; an existing file keeps its mode."
+    parameters = _schemas.WRITE
+    kind = "edit"
+    uses = ("fs.write",)
+
+    def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
+        return [FsAccess("path", args["path"], "write")]
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Write {args.get('path', '')}"
+
+    async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        path = runtime.resolved["path"]
+        data = args["content"].encode("utf-8", errors="strict")
+        if len(data) > runtime.limits.text_bytes:
+            raise ToolFailure("too_large", f"content has {len(data)} bytes, above the text-size bound of {runtime.limits.text_bytes}")
+        if os.path.isdir(path):
+            raise ToolFailure("is_directory", "the path is a directory")
+        created = runtime.fs.write_atomic(path, data)
+        return ToolResult(data={"path": os.fspath(path), "bytes_written": len(data), "created": created})
