@@ -194,7 +194,7 @@ async def test_redirect_to_unlisted_host_is_refused_before_connecting(servers: l
         "/away": Reply(302, {"Location": f"http://127.0.0.1:{guard.port}/steal"}),
         "/away-name": Reply(301, {"Location": f"http://localhost:{guard.port}/"}),
         "/away-spelled": Reply(307, {"Location": f"http://0x7f000001:{guard.port}/"}),
-        "/away-userinfo": Reply(308, {"Location": f"http://127.0.0.1:{srv_port_placeholder()}@127.0.0.1:{guard.port}/"}),
+        "/away-userinfo": Reply(308, {"Location": f"http://127.0.0.1:1@127.0.0.1:{guard.port}/"}),
         "/away-backslash": Reply(302, {"Location": f"\\\\127.0.0.1:{guard.port}/"}),
         "/away-scheme": Reply(302, {"Location": "file:///etc/passwd"}),
     })
@@ -208,10 +208,6 @@ async def test_redirect_to_unlisted_host_is_refused_before_connecting(servers: l
     assert await refused(base + "/away-scheme", pol) == "unsupported_scheme"
     assert guard.connection_count() == 0
     assert len(srv.requests) == 6
-
-
-def srv_port_placeholder() -> int:
-    return 1  # any port: the userinfo alone must refuse the redirect
 
 
 async def test_redirects_followed_and_recorded(servers: list) -> None:
@@ -351,3 +347,23 @@ async def test_https_to_http_redirect_is_refused(servers: list, tls_files: tuple
 def test_html_to_markdown_directly() -> None:
     text = html_to_markdown("<p>café <i>x</i><script>evil()</script></p><a href='b'>b</a>", None, "http://h/a/")
     assert "café *x*" in text and "evil" not in text and "(http://h/a/b)" in text
+
+
+async def test_ipv6_literal_listed_in_brackets(servers: list) -> None:
+    try:
+        srv = serve(servers, {"/": Reply(200, {"Content-Type": "text/plain"}, b"six")}, host="::1")
+    except OSError:  # pragma: no cover - depends on the machine
+        pytest.skip("no IPv6 loopback")
+    result = await fetch_url(f"http://[::1]:{srv.port}/", policy(f"[::1]:{srv.port}"))
+    assert result.text == "six" and srv.requests[0].headers["host"] == f"[::1]:{srv.port}"
+    assert await refused(f"http://[::1]:{srv.port}/", policy(f"127.0.0.1:{srv.port}")) == "host_not_allowed"
+    assert len(srv.requests) == 1
+
+
+def test_policy_validation() -> None:
+    with pytest.raises(ValueError):
+        policy("example.com", max_redirects=-1)
+    with pytest.raises(ValueError):
+        policy("example.com", timeout_s=0)
+    with pytest.raises(TypeError):
+        FetchPolicy(host_patterns=("example.com",))  # type: ignore[arg-type]

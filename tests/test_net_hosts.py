@@ -373,3 +373,22 @@ def test_wildcard_accepts_generated_subdomains(labels: list[str]) -> None:
     assert _WILDCARD.matches(host, 443)
     assert not _WILDCARD.matches(host.replace(".example.com", "-example.com"), 443)
     assert not _WILDCARD.matches(host + ".evil", 443)
+
+
+_url_piece = st.text(st.sampled_from(list("aeZ09.-_:@/\\?#%[]") + ["ü", "1", "127", "example", "com"]), max_size=14)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["http://", "https://", "HTTP://", "http:/", "http:\\\\"]), _url_piece, _url_piece)
+def test_parse_url_is_stable_and_never_keeps_userinfo(prefix: str, authority: str, tail: str) -> None:
+    url = prefix + authority + tail
+    try:
+        parsed, target = parse_url(url)
+    except HostRefused:
+        return
+    assert "@" not in authority.split("/")[0].split("?")[0].split("#")[0]
+    assert "\\" not in url
+    assert not parsed.userinfo and parsed.fragment == ""
+    assert canonical_host(target.host) == target.host
+    again, target_again = parse_url(str(parsed))
+    assert target_again == target and str(again) == str(parsed)

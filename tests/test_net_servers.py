@@ -94,7 +94,7 @@ class RecordingServer:
 
         self._server = Server((host, 0), Handler)
         self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def close(self) -> None:

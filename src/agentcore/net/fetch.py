@@ -67,6 +67,12 @@ class FetchPolicy:
     # None: httpx's default verified context.  Tests and private CAs pass one.
     ssl_context: ssl.SSLContext | None = None
 
+    def __post_init__(self) -> None:
+        if self.max_redirects < 0 or self.timeout_s <= 0 or self.max_download_bytes < 0:
+            raise ValueError("FetchPolicy limits must be non-negative and the timeout positive")
+        if not all(isinstance(p, HostPattern) for p in self.host_patterns):
+            raise TypeError("FetchPolicy.host_patterns must hold compiled HostPattern objects")
+
 
 @dataclass
 class FetchResult:

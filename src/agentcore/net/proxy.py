@@ -141,39 +141,46 @@ class FilteringProxy:
         self._log(entry)
 
     async def _handle(self, client: SocketStream) -> None:
-        method: str | None = None
         async with client:
             try:
-                try:
-                    with anyio.fail_after(self._head_timeout_s):
-                        head, rest = await self._read_head(client)
-                except TimeoutError:
-                    raise _Refusal("head_timeout") from None
-                if head is None:
-                    return  # the client went away before sending a request
-                method, target, headers = _parse_head(head)
-                if method == "CONNECT":
-                    await self._connect(client, target, rest)
-                else:
-                    await self._forward(client, method, target, headers, rest)
-            except _Refusal as refusal:
-                self._decide("deny", method, refusal.code, refusal.host, refusal.port)
-                await _send_refusal(client, refusal.code)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
-                pass  # a peer went away mid-stream; nothing left to tell anyone
+                await self._handle_one(client)
             except Exception:
-                # Never let one connection take the proxy down; never forward
-                # after an unexpected error (this includes a failing log).
+                # Never let one connection take the proxy down, and never
+                # forward after an unexpected error (a failing log included).
                 await _send_refusal(client, "internal_error")
+
+    async def _handle_one(self, client: SocketStream) -> None:
+        method: str | None = None
+        try:
+            try:
+                with anyio.fail_after(self._head_timeout_s):
+                    head, rest = await self._read_head(client)
+            except TimeoutError:
+                raise _Refusal("head_timeout") from None
+            if head is None:
+                return  # the client went away before sending a request
+            method, target, headers = _parse_head(head)
+            if method == "CONNECT":
+                await self._connect(client, target, rest)
+            else:
+                await self._forward(client, method, target, headers, rest)
+        except _Refusal as refusal:
+            refused = refusal
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
+            return  # a peer went away mid-stream; nothing left to tell anyone
+        else:
+            return
+        self._decide("deny", method, refused.code, refused.host, refused.port)
+        await _send_refusal(client, refused.code)
 
     async def _read_head(self, client: ByteStream) -> tuple[bytes | None, bytes]:
         buffer = b""
         while True:
             end = buffer.find(b"\r\n\r\n")
+            if end > self._max_head_bytes or (end < 0 and len(buffer) > self._max_head_bytes):
+                raise _Refusal("head_too_large")
             if end >= 0:
                 return buffer[:end], buffer[end + 4 :]
-            if len(buffer) > self._max_head_bytes:
-                raise _Refusal("head_too_large")
             try:
                 buffer += await client.receive()
             except anyio.EndOfStream:

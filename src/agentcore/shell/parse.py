@@ -328,7 +328,9 @@ class _Lexer:
                     shadow.append(_QUOTED)
                     self.i += 1
             elif c == "$":
-                code, msg = _dollar_code(self.peek(1), self.peek(2))
+                nxt = self.peek(1)
+                # "$'" and '$"' are plain expansions here, not ANSI-C/locale quoting
+                code, msg = _dollar_code(nxt, self.peek(2)) if nxt not in ("'", '"') else _dollar_code("", "")
                 raise _refuse(code, msg + " (inside double quotes)", pos)
             else:  # backquote
                 raise _refuse("substitution", "command substitution (backquote) is not allowed", pos)

