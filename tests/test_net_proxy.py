@@ -215,6 +215,19 @@ async def test_malformed_requests_are_refused(short_dir: Path, web: RecordingSer
     assert all(entry["decision"] == "deny" for entry in log) and len(log) == len(MALFORMED) + 1
 
 
+async def test_slow_request_head_times_out(short_dir: Path, web: RecordingServer) -> None:
+    log: list[dict[str, Any]] = []
+    patterns = (compile_host_pattern(f"127.0.0.1:{web.port}"),)
+    proxy = FilteringProxy(short_dir / "p.sock", patterns, log.append, head_timeout_s=0.3)
+    async with anyio.create_task_group() as group:
+        await group.start(proxy.serve)
+        # the head never ends: no blank line
+        response = await exchange(proxy.socket_path, f"GET http://127.0.0.1:{web.port}/ HTTP/1.1\r\n".encode())
+        group.cancel_scope.cancel()
+    assert status_of(response) == 408 and web.requests == []
+    assert log[0]["code"] == "head_timeout"
+
+
 async def test_failing_log_means_no_forwarding(short_dir: Path, web: RecordingServer) -> None:
     def broken_log(entry: dict[str, Any]) -> None:
         raise RuntimeError("audit sink is down")

@@ -29,6 +29,7 @@ class Envelope:
         metadata: dict[str, Any] = {"duration_ms": self.duration_ms}
         if self.truncated:
             metadata["truncated"] = True
+        if self.output_path is not None:
             metadata["output_path"] = self.output_path
         metadata["kind"] = self.kind
         metadata["tool"] = self.tool

@@ -93,9 +93,19 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise PathRefused("symlink_race", "the file changed into a symlink after the check") from None
+            # With O_DIRECTORY the kernel reports a symlink as ENOTDIR, not ELOOP.
+            if exc.errno == errno.ENOTDIR and flags & os.O_DIRECTORY and _is_link_at(parts[-1], dir_fd):
+                raise PathRefused("symlink_race", "a path component changed into a symlink after the check") from None
             raise
     finally:
         os.close(dir_fd)
+
+
+def _is_link_at(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def open_parent_nofollow(path: Path) -> int:

@@ -79,6 +79,10 @@ class ScopedFS:
             return open_nofollow(path, os.O_RDONLY)
         except PathRefused as exc:
             raise ToolFailure(exc.code, exc.message) from None
+        except FileNotFoundError:
+            raise ToolFailure("not_found", "the file does not exist") from None
+        except PermissionError:
+            raise ToolFailure("permission_denied", "the operating system refused to open the file") from None
 
     def read_bytes(self, path: Path, limit: int) -> bytes:
         """The whole file if it has at most `limit` bytes, else a `too_large` failure."""

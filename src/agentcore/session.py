@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from wcmatch import glob as wcglob
 
 from .rules.engine import RuleEngine
 from .rules.model import CompiledRule, Rule, compile_rules
@@ -62,6 +63,8 @@ class Session:
         self._engine: RuleEngine | None = None
         self._scopes: set[anyio.CancelScope] = set()
         self.closed = False
+        # The model must be able to read its own sidecars even headless (TRUNC-6).
+        self.add_session_rule("read", wcglob.escape(os.fspath(self.workdir)) + "/**", "allow")
         if parent is not None:
             parent.children.append(self)
 
@@ -87,6 +90,7 @@ class Session:
 
     def set_session_rules(self, rules: list[tuple[str, str, str]]) -> None:
         self._session_rules = []
+        self.add_session_rule("read", wcglob.escape(os.fspath(self.workdir)) + "/**", "allow")
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)
 

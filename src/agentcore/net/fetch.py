@@ -111,7 +111,7 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
             same = False
         if not same or not self._addresses:
             raise httpcore.ConnectError("connection target differs from the vetted target")
-        last: Exception | None = None
+        failure: Exception = httpcore.ConnectError("no vetted address accepted the connection")
         for address in self._addresses:
             try:
                 return await self._inner.connect_tcp(
@@ -119,9 +119,8 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
                     socket_options=socket_options,  # type: ignore[arg-type]
                 )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last = exc
-        assert last is not None
-        raise last
+                failure = exc
+        raise failure
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: object = None
@@ -148,8 +147,8 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
         *,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(trust_env=False, retries=0)
         context = ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False)
+        super().__init__(verify=context, trust_env=False, retries=0)
         # httpx has no public hook for the network backend, so the pool it
         # built is replaced by one that dials through _PinnedBackend.
         self._pool = httpcore.AsyncConnectionPool(

@@ -57,13 +57,20 @@ _HOP_BY_HOP = frozenset(
         "host",
     }
 )
-_REASONS = {400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 502: "Bad Gateway"}
+_REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    502: "Bad Gateway",
+}
 _STATUS_FOR_CODE = {
     "host_not_allowed": 403,
     "forbidden_address": 403,
     "resolve_failed": 502,
     "connect_failed": 502,
     "head_too_large": 431,
+    "head_timeout": 408,
 }
 
 

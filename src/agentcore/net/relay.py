@@ -11,6 +11,8 @@ it, so a launcher can start the command only after the relay is up.
 The relay makes no decisions; the proxy on the host side makes them all.
 """
 
+from __future__ import annotations
+
 import asyncio
 import os
 import sys

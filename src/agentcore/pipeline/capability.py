@@ -76,14 +76,14 @@ def _net(access: NetAccess, tool: str, manifest: CompiledManifest, out: Capabili
     hosts = manifest.effective.net_hosts
     ok = any(h.matches(target.host, target.port) for h in hosts)
     out.checks.append(
-        {"access": f"net.fetch {access.arg}", "canonical": f"{target.host}:{target.port}", "scope": [h.raw for h in hosts], "in_scope": ok}
+        {"access": f"net.fetch {access.arg}", "canonical": target.authority, "scope": [h.raw for h in hosts], "in_scope": ok}
     )
     if not ok:
         if not hosts:
             raise CapabilityRefused("empty_scope", f"{access.arg}: the manifest grants no network hosts")
         raise CapabilityRefused("host_not_allowed", f"{access.arg}: the host is not in net.hosts")
     out.resolved[access.arg] = (url, target)
-    out.subjects.append(Subject(tool, "net.fetch", "host", f"{target.host}:{target.port}", host=target.host, port=target.port))
+    out.subjects.append(Subject(tool, "net.fetch", "host", target.authority, host=target.host, port=target.port))
 
 
 def _shell(access: ShellAccess, tool: str, manifest: CompiledManifest, base: Path, session_dir: Path, out: CapabilityResult) -> None:

@@ -221,6 +221,10 @@ class Engine:
             trace.add("environment", "allow", **env_info)
 
         # 5. ask resolution
+        if tool_id == "question" and worst.action == "ask" and verdict.action != "ask":
+            # Answering the question is itself the human's consent (QSTN-2).
+            worst = Decision("allow", worst.rule, worst.subject)
+            trace.add("ask", "skipped", reason="question: answering is consent")
         if worst.action == "ask" or verdict.action == "ask":
             layer = "permission" if worst.action == "ask" else "watchdog"
             if not execute:

@@ -27,8 +27,14 @@ def describe(err: ValidationError) -> str:
         missing = [p for p in err.validator_value if isinstance(err.instance, dict) and p not in err.instance]
         return f"{where}: missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(repr(m) for m in missing)}"
     if v == "additionalProperties":
-        extra = sorted(k for k in (err.instance or {}) if k not in (err.schema.get("properties") or {}))
-        return f"{where}: unexpected propert{'y' if len(extra) == 1 else 'ies'} {', '.join(repr(e) for e in extra)}"
+        # Property names are model-written text too (a secret can hide in a key):
+        # name the allowed properties instead of the unexpected ones.
+        allowed = sorted(err.schema.get("properties") or {})
+        n = sum(1 for k in (err.instance or {}) if k not in allowed)
+        return (
+            f"{where}: {n} unexpected propert{'y' if n == 1 else 'ies'}; allowed properties are "
+            + (", ".join(repr(a) for a in allowed) or "none")
+        )
     if v == "type":
         return f"{where}: must be of type {_constraint(err.validator_value)}"
     if v == "enum":

@@ -82,6 +82,9 @@ class CompiledRule:
             except CompileError:
                 return None, 0, False, ""
             prefix = glob_literal_prefix(pp.expanded)
+            if pp.expanded.endswith("/**") and prefix.endswith("/"):
+                # `dir/**` also matches `dir` itself, which lacks the trailing slash.
+                prefix = prefix[:-1]
             return (lambda value, subject=None, _m=pp.matches: _m(value)), pp.literal_count, pp.exact, prefix
         if kind == "command":
             regex = re.compile(wcfnmatch.translate(text, flags=wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX | wcfnmatch.CASE)[0][0])

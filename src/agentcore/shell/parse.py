@@ -65,9 +65,12 @@ class ShellRefused(Exception):
     """The source is not provably a list of literal simple commands."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
+        super().__init__(code, message)  # both in args, so the exception pickles
         self.code = code
         self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
 
 
 # --------------------------------------------------------------------------
@@ -297,7 +300,6 @@ class _Lexer:
                 return _Redir(word.value, op.op, start)
             if word.value.startswith("{") and word.value.endswith("}"):
                 raise _refuse("redirect", "named file-descriptor redirection is not allowed", start)
-        _check_word(word)
         return word
 
     def _double_quoted(self, value: list[str], shadow: list[str], open_pos: int) -> None:
@@ -492,10 +494,11 @@ class _Parser:
             self.parse_command()
             if not self.is_op("|", "|&"):
                 return
-            if self.is_op("|&"):  # "a |& b" is "a 2>&1 | b"
+            if self.is_op("|&"):
+                # "a |& b" is "a 2>&1 | b": the dup happens before a's own redirections
                 dup = Redirect("2>&1", 2, None, "dup")
                 for c in self.cmds[first:]:
-                    c.redirects.append(dup)
+                    c.redirects.insert(0, dup)
             self.advance()
             self.skip_newlines()
 
@@ -540,6 +543,7 @@ class _Parser:
             if isinstance(t, _Word):
                 if not cmd.argv:
                     _check_command_name(t)
+                _check_word(t)
                 cmd.argv.append(t.value)
                 self.advance()
             elif isinstance(t, _Redir):
@@ -586,14 +590,17 @@ class _Parser:
         w = self.tok
         if not isinstance(w, _Word):
             raise _refuse("syntax", "redirection without a target", r.start)
+        _check_word(w)
         fd: int | None = None
         prefix = r.fd or ""
         if r.fd is not None:
-            fd = int(r.fd)
-            if fd > _MAX_FD:
+            fd = _fd_number(r.fd)
+            if fd is None:
                 raise _refuse("redirect", "file descriptor out of range", r.start)
         op = r.op
         red: Redirect
+        if op == "<>":  # tree-sitter-bash cannot parse it, so it could never pass the gate
+            raise _refuse("redirect", "read-write redirection (<>) is not supported", r.start)
         if op in ("<<", "<<-"):
             if not w.quoted:
                 raise _refuse("heredoc", "here-document with an unquoted delimiter expands its body", r.start)
@@ -603,7 +610,7 @@ class _Parser:
             red = Redirect(prefix + op, fd, None, "herestring")
         elif op in (">&", "<&"):
             v = w.value
-            if not w.quoted and (v == "-" or (_DIGITS.fullmatch(v) and int(v) <= _MAX_FD)):
+            if not w.quoted and (v == "-" or _fd_number(v) is not None):
                 red = Redirect(prefix + op + v, fd, None, "dup")
             else:
                 raise _refuse("redirect", "fd duplication needs a literal fd number or '-'", r.start)
@@ -613,6 +620,14 @@ class _Parser:
             red = Redirect(prefix + op, fd, w.value, "read" if op == "<" else "write")
         self.advance()
         return red
+
+
+def _fd_number(digits: str) -> int | None:
+    # the length test comes first: int() of thousands of digits is slow or refused
+    if not _DIGITS.fullmatch(digits) or len(digits) > 10:
+        return None
+    n = int(digits)
+    return n if n <= _MAX_FD else None
 
 
 def _keyword_refusal(word: str, pos: int) -> ShellRefused:
@@ -625,10 +640,13 @@ def _keyword_refusal(word: str, pos: int) -> ShellRefused:
     return _refuse("keyword", "misplaced reserved word", pos)
 
 
+_ASSIGNMENT_SHAPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[|\+?=)")
+
+
 def _check_command_name(t: _Word) -> None:
     if t.value in _RESERVED:
         raise _keyword_refusal(t.value, t.start)
-    if "=" in t.value:
+    if "=" in t.value or _ASSIGNMENT_SHAPE.match(t.raw):
         # NAME=value before the command (env prefix or plain assignment)
         raise _refuse("assignment", "variable assignments are not allowed", t.start)
 

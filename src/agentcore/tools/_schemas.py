@@ -97,7 +97,7 @@ QUESTION = obj(
     ["questions"],
 )
 WEB_SEARCH = obj(
-    {"query": {"type": "string", "minLength": 1}, "max_results": {"type": "integer", "minimum": 1, "maximum": 50}},
+    {"query": {"type": "string", "minLength": 1}, "max_results": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}},
     ["query"],
 )
 WEB_FETCH = obj({"url": {"type": "string", "minLength": 1}}, ["url"])

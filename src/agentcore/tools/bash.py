@@ -72,7 +72,8 @@ class BashTool(Tool):
         }
         if spool.truncated:
             data["head"] = data["output"]
-        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None)
+        extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
+        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
     async def _run_with_proxy(self, argv: list[str], runtime: Any, timeout: float, spool: Any) -> Any:
         from ..net.proxy import FilteringProxy
@@ -80,16 +81,23 @@ class BashTool(Tool):
         relay = Path(__file__).resolve().parent.parent / "net" / "relay.py"
         if not relay.is_file():
             raise ToolFailure("environment_unavailable", "the network relay is missing; refusing to run with network access")
-        sock_dir = Path(tempfile.mkdtemp(prefix="agentcore-proxy-", dir=runtime.session.workdir))
+        # Unix socket paths are limited to ~108 bytes: keep the directory short (mode 0700 from mkdtemp).
+        sock_dir = Path(tempfile.mkdtemp(prefix="acp-", dir="/tmp"))
         sock = sock_dir / "proxy.sock"
         decisions: list[dict[str, Any]] = []
         proxy = FilteringProxy(sock, tuple(runtime.manifest.effective.net_hosts), decisions.append)
         policy = dataclasses.replace(runtime.proc.policy, proxy_socket=sock, relay_script=relay)
-        async with anyio.create_task_group() as tg:
-            await tg.start(proxy.serve)
-            try:
-                outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
-            finally:
-                tg.cancel_scope.cancel()
-        runtime.extra["network_decisions"] = decisions
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(proxy.serve)
+                try:
+                    outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            import shutil
+
+            shutil.rmtree(sock_dir, ignore_errors=True)
+        # Every proxy decision (host, port, verdict, reason code; never paths or queries) rides on the envelope.
+        runtime.extra["network"] = decisions
         return outcome

@@ -1,6 +1,7 @@
 """`glob`: list files matching a pattern, via ripgrep (FILE, TRUNC).
 
-Hidden files are listed, `.git` is not, ignore files are honoured, symlinks
+Hidden files are listed, `.git` is not, ignore files are not consulted
+(results must not depend on a user's global gitignore), symlinks
 are never followed, and a result is shown only if it is inside the fs.read
 scope and no rule denies reading it. Sorted by path; entries beyond the
 limit go to the sidecar.
@@ -32,7 +33,9 @@ def compile_relative_glob(pattern: str) -> re.Pattern[str]:
 def basename_prefilter(pattern: str) -> str | None:
     """A basename glob rg can apply first; always at least as wide as the full pattern."""
     last = pattern.rsplit("/", 1)[-1]
-    if last in ("", "**") or "[" in last or "\\" in last:
+    # rg's glob syntax differs from ours on classes, escapes, `{a,b}` and a
+    # leading `!` (an exclusion): any of those and rg could drop a real match.
+    if last in ("", "**") or any(c in last for c in "[\\{}!"):
         return None
     return last
 
@@ -59,7 +62,7 @@ class GlobTool(Tool):
         if not os.path.isdir(root):
             raise ToolFailure("not_a_directory", "path is not a directory")
         regex = compile_relative_glob(args["pattern"])
-        argv = [runtime.proc.rg_binary(), "--files", "--hidden", "--glob", "!.git", "--sort", "path", "--no-messages", "--no-config"]
+        argv = [runtime.proc.rg_binary(), "--files", "--hidden", "--no-ignore", "--glob", "!.git", "--sort", "path", "--no-messages", "--no-config"]
         pre = basename_prefilter(args["pattern"])
         if pre is not None:
             argv += ["--glob", pre]

@@ -37,10 +37,12 @@ class GrepTool(Tool):
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
         root = os.fspath(runtime.resolved["path"])
+        if not os.path.lexists(root):
+            raise ToolFailure("not_found", "path does not exist")
         is_dir = os.path.isdir(root)
         argv = [
             runtime.proc.rg_binary(), "--no-heading", "--with-filename", "--line-number", "--null",
-            "--color", "never", "--no-messages", "--no-config", "--hidden", "--glob", "!.git",
+            "--color", "never", "--no-messages", "--no-config", "--hidden", "--no-ignore", "--glob", "!.git",
             "--sort", "path", "--max-columns", str(MAX_LINE_CHARS), "--max-columns-preview",
         ]
         if args.get("case_insensitive"):

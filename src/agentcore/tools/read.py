@@ -24,13 +24,31 @@ def _check_text(sample: bytes, *, at_start: bool) -> None:
         raise ToolFailure("binary", "the file looks binary (it contains NUL bytes); read handles text only")
 
 
-def _decode(data: bytes, *, strict_tail: bool) -> str:
+def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolFailure("binary", "the file is not valid UTF-8 text") from None
+
+
+def _decode_window(data: bytes, *, at_start: bool, at_eof: bool) -> tuple[str, int, int]:
+    """(text, bytes skipped at the start, bytes decoded) of a byte window.
+
+    A window may cut a character at either end: up to three continuation
+    bytes at the start and an incomplete sequence at the end are left out
+    (and not counted), so paging with `next_offset` never splits a character.
+    Anything else that is not UTF-8 is refused as binary.
+    """
+    lead = 0
+    if not at_start:
+        while lead < min(3, len(data)) and 0x80 <= data[lead] <= 0xBF:
+            lead += 1
+    body = data[lead:]
+    try:
+        return body.decode("utf-8"), lead, len(body)
     except UnicodeDecodeError as exc:
-        # A byte window may cut a character at either end; anything else is not UTF-8 text.
-        if exc.start >= len(data) - 3 and not strict_tail:
-            return data[: exc.start].decode("utf-8", errors="strict")
+        if not at_eof and exc.reason == "unexpected end of data" and exc.start >= len(body) - 3:
+            return body[: exc.start].decode("utf-8"), lead, exc.start
         raise ToolFailure("binary", "the file is not valid UTF-8 text") from None
 
 
@@ -72,15 +90,24 @@ class ReadTool(Tool):
                 length = min(int(args.get("byte_length", limits.read_bytes)), limits.read_bytes)
                 fh.seek(start)
                 data = fh.read(length)
+                # Narrow the window to character boundaries: skip UTF-8 continuation bytes at the start.
+                skip = 0
+                while skip < min(3, len(data)) and start > 0 and (data[skip] & 0xC0) == 0x80:
+                    skip += 1
+                data = data[skip:]
+                start += skip
                 _check_text(data, at_start=start == 0)
-                text = _decode(data, strict_tail=start + len(data) >= size)
-                end = start + len(data)
+                text, lead, used = _decode_window(data, at_start=start == 0, at_eof=start + len(data) >= size)
+                if data and lead + used == 0:
+                    raise ToolFailure("invalid_arguments", "byte_length is too small to hold one character at this offset")
+                start += lead
+                end = start + used
                 return ToolResult(
                     data={
                         "path": os.fspath(path),
                         "content": text,
                         "byte_offset": start,
-                        "byte_length": len(data),
+                        "byte_length": used,
                         "total_bytes": size,
                         "next_offset": end if end < size else None,
                     },
@@ -105,7 +132,9 @@ class ReadTool(Tool):
                 line_no += 1
                 if line_no < first:
                     continue
-                if len(lines) >= count:
+                # Once the window is full (by count or by bytes) nothing more is
+                # appended: a later, shorter line must not slip in after a gap.
+                if cut or len(lines) >= count:
                     cut = True
                     # Keep counting lines only while cheap (bounded by the text bound).
                     if size <= limits.text_bytes:
@@ -114,17 +143,22 @@ class ReadTool(Tool):
                 if b"\x00" in raw:
                     raise ToolFailure("binary", "the file looks binary (it contains NUL bytes); read handles text only")
                 if used + len(raw) > limits.read_bytes:
+                    if not lines:
+                        # One line longer than the limit: return its head and move on past it.
+                        head = raw[: limits.read_bytes]
+                        lines.append(head.decode("utf-8", errors="ignore"))
+                        used = len(head)
+                        cut = True
+                        break
                     cut = True
                     if size <= limits.text_bytes:
                         continue
                     break
                 used += len(raw)
-                lines.append(_decode(raw, strict_tail=True))
+                lines.append(_decode(raw))
             total_lines = line_no if (not cut or size <= limits.text_bytes) else None
             end_line = first + len(lines) - 1 if lines else first - 1
             more = cut or (total_lines is not None and end_line < total_lines)
-            if first > max(line_no, 1) and size > 0:
-                raise ToolFailure("offset_out_of_range", f"offset is beyond the end of the file ({line_no} lines)")
             return ToolResult(
                 data={
                     "path": os.fspath(path),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Iterable
@@ -12,6 +13,8 @@ from jsonschema.exceptions import SchemaError
 
 from ..errors import RegistryError
 from .base import ACP_KINDS, Tool
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 LOCKED_IDS: tuple[str, ...] = (
     "read", "write", "edit", "glob", "grep", "bash", "todo", "task",
@@ -31,8 +34,9 @@ class ToolRegistry:
 
     def register(self, tool: Tool, *, locked: bool = False) -> None:
         tid = getattr(tool, "id", None)
-        if not isinstance(tid, str) or not tid or not tid.replace("_", "").replace("-", "").replace(".", "").isalnum():
-            raise RegistryError(f"tool id {tid!r} is not a valid identifier")
+        if not isinstance(tid, str) or not _ID.fullmatch(tid):
+            # No '.': a tool id must never be mistaken for a capability name (TOOL-2).
+            raise RegistryError(f"tool id {tid!r} is not 1-64 ASCII letters, digits, '_' or '-'")
         if tid in self._tools:
             raise RegistryError(f"tool id {tid!r} is already registered")
         if tool.kind not in ACP_KINDS:
