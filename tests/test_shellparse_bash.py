@@ -111,14 +111,17 @@ TOKENS = [
     "\\$", "'*'", "\\*", "\\[", '"\\$"', '"\\x"', '"\\\\"', '"\\`"', '"\\\n"', "'\\\n'", "0", "9", "99",
     ">|o", ">>o", "&>o", "&>>o", " p ", "; p ", "&& p ", "| p ", "\np ", "=~", ":~", "$(", "${", "<(",
 ]
+# Mostly literal tokens, so that many examples are accepted and reach bash.
+GENTLE = [t for t in TOKENS if not any(ch in t for ch in "$`*?[~&(\r") or t in ("&&", "&& p ", ">&2", "2>&1")]
 soup = st.lists(st.sampled_from(TOKENS), max_size=14).map(lambda ts: "p " + "".join(ts))
+gentle_soup = st.lists(st.sampled_from(GENTLE), max_size=14).map(lambda ts: "p " + "".join(ts))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(soup)
+@given(st.one_of(soup, gentle_soup))
 def test_accepted_soup_runs_exactly_what_was_parsed(tmp_path: Path, source: str) -> None:
     """Whenever the parser accepts, bash runs nothing it did not predict, and
-    runs all of it when nothing went wrong (no error output, no `||`)."""
+    runs all of it when nothing visibly went wrong (no error output, no `||`)."""
     try:
         parsed = parse_shell(source)
     except ShellRefused:
@@ -130,7 +133,9 @@ def test_accepted_soup_runs_exactly_what_was_parsed(tmp_path: Path, source: str)
     mine = Counter(probe_argvs(parsed))
     theirs = Counter(records)
     assert not (theirs - mine), (theirs, mine)
-    if not stderr and "||" not in source and all(c.argv[:1] == ("p",) for c in parsed.commands):
+    # Failures are only visible when stderr is not redirected away.
+    stderr_kept = not any(r.fd == 2 or r.op.startswith("&") for c in parsed.commands for r in c.redirects)
+    if stderr_kept and not stderr and "||" not in source and all(c.argv[:1] == ("p",) for c in parsed.commands):
         assert theirs == mine
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .errors import ToolFailure
+from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .protected import protected_reason
 from .rules.engine import Subject
@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from .pipeline.broker import AskBroker
     from .session import Session
     from .tools.registry import ToolRegistry
+
+
+def _not_regular(st: os.stat_result) -> ToolFailure:
+    if stat.S_ISDIR(st.st_mode):
+        return ToolFailure("is_directory", "the path is a directory")
+    return ToolFailure("not_regular", "the path is not a regular file")
 
 
 class ScopedFS:
@@ -76,7 +82,8 @@ class ScopedFS:
     def open_read(self, path: Path) -> int:
         self._recheck(path, "read")
         try:
-            return open_nofollow(path, os.O_RDONLY)
+            # O_NONBLOCK: opening a FIFO must not hang the call; regular files ignore it.
+            return open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
         except PathRefused as exc:
             raise ToolFailure(exc.code, exc.message) from None
         except FileNotFoundError:
@@ -85,35 +92,47 @@ class ScopedFS:
             raise ToolFailure("permission_denied", "the operating system refused to open the file") from None
 
     def read_bytes(self, path: Path, limit: int) -> bytes:
-        """The whole file if it has at most `limit` bytes, else a `too_large` failure."""
+        """The whole file if it has at most `limit` bytes, else a `too_large` refusal (layer `limit`)."""
         fd = self.open_read(path)
+        # Checked on the raw fd: os.fdopen itself raises on a directory.
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise _not_regular(st)
         with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise ToolFailure("not_a_file", "the path is not a regular file")
             if st.st_size > limit:
-                raise ToolFailure("too_large", f"the file has {st.st_size} bytes; the text-size bound is {limit}")
+                raise Refusal("limit", "too_large", f"the file has {st.st_size} bytes; the text-size bound is {limit}")
             data = fh.read(limit + 1)
             if len(data) > limit:
-                raise ToolFailure("too_large", f"the file exceeds the text-size bound of {limit} bytes")
+                raise Refusal("limit", "too_large", f"the file exceeds the text-size bound of {limit} bytes")
             return data
 
     def write_atomic(self, path: Path, data: bytes) -> bool:
         """Write via a temporary file in the same directory and rename; returns True if created."""
         self._recheck(path, "write")
         parent = path.parent
-        if not parent.exists():
-            # Parents are created one by one, each re-proved inside the write scope.
+        if not os.path.lexists(parent):
+            # Every missing parent must itself be writable and unprotected, and
+            # all are proven before the first one is created (FILE-7).
             missing: list[Path] = []
             cur = parent
-            while not cur.exists():
+            while not os.path.lexists(cur):
                 missing.append(cur)
                 cur = cur.parent
+            for d in missing:
+                if not self.may_write(os.fspath(d)):
+                    raise Refusal("capability", "out_of_scope", "a missing parent directory is outside the fs.write scope")
             for d in reversed(missing):
-                inside = any(is_within(os.fspath(d), os.fspath(pat.base)) for pat in self._m.effective.fs_write)
-                if not inside or protected_reason(os.fspath(d), self._m.protected_files) is not None:
-                    raise ToolFailure("out_of_scope", "a missing parent directory is outside the fs.write scope")
-                os.mkdir(d, 0o777)
+                try:
+                    up = open_nofollow(d.parent, os.O_RDONLY | os.O_DIRECTORY)
+                except PathRefused as exc:
+                    raise ToolFailure(exc.code, exc.message) from None
+                try:
+                    os.mkdir(d.name, 0o777, dir_fd=up)
+                except FileExistsError:
+                    pass  # created concurrently; the open below re-proves it without following links
+                finally:
+                    os.close(up)
         try:
             dir_fd = open_nofollow(parent, os.O_RDONLY | os.O_DIRECTORY)
         except PathRefused as exc:
@@ -126,7 +145,7 @@ class ScopedFS:
                 if stat.S_ISLNK(st.st_mode):
                     raise ToolFailure("symlink_race", "the target became a symlink after the check")
                 if not stat.S_ISREG(st.st_mode):
-                    raise ToolFailure("not_a_file", "the path exists and is not a regular file")
+                    raise _not_regular(st)
                 mode = stat.S_IMODE(st.st_mode)
                 created = False
             except FileNotFoundError:

@@ -16,7 +16,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _line_index(node: yaml.Node, prefix: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
-    out[prefix] = node.start_mark.line + 1
+    # A key's own line wins over the line where its (block) value starts.
+    out.setdefault(prefix, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = key_node.value

@@ -55,6 +55,15 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
             why = protected_reason(p, manifest.protected_files)
             if why is not None:
                 raise CapabilityRefused("protected", f"{access.arg}: writing this path is never allowed ({why})")
+            # Parents the write would create must each be writable themselves (FILE-7).
+            parent = path.parent
+            while not os.path.lexists(parent):
+                d = os.fspath(parent)
+                if not eff.can_write(d):
+                    raise CapabilityRefused("out_of_scope", f"{access.arg}: a missing parent directory is outside the fs.write scope")
+                if protected_reason(d, manifest.protected_files) is not None:
+                    raise CapabilityRefused("protected", f"{access.arg}: a missing parent directory is protected")
+                parent = parent.parent
     out.checks.append(
         {"access": f"{capability} {access.arg}", "canonical": p, "scope": [s.expanded for s in scope], "in_scope": ok}
     )

@@ -202,24 +202,6 @@ class Engine:
                 tool, tool_id, "watchdog", verdict.category or "watchdog", f"refused by the watchdog: {verdict.reason or verdict.category}"
             )
 
-        # Environment availability is known before anything runs: fail closed.
-        needs_env = tool_id == "bash" or getattr(tool, "needs_environment", False)
-        env_info: dict[str, Any] = {}
-        if needs_env:
-            from ..environments.base import EnvironmentUnavailable
-
-            try:
-                environment, policy = self.environment()
-                environment.verify(policy)
-                env_info = {"environment": environment.name}
-                parsed = next((v for v in cap.resolved.values() if hasattr(v, "commands")), None)
-                if parsed is not None and hasattr(tool, "command_argv"):
-                    env_info["command_line"] = environment.command_line(tool.command_argv(args), policy)
-            except EnvironmentUnavailable as exc:
-                trace.add("environment", "deny", reason=exc.reason)
-                return self._refuse(tool, tool_id, "environment", "environment_unavailable", f"the execution environment cannot run this call: {exc.reason}")
-            trace.add("environment", "allow", **env_info)
-
         # 5. ask resolution
         if tool_id == "question" and worst.action == "ask" and verdict.action != "ask":
             # Answering the question is itself the human's consent (QSTN-2).
@@ -228,10 +210,13 @@ class Engine:
         if worst.action == "ask" or verdict.action == "ask":
             layer = "permission" if worst.action == "ask" else "watchdog"
             if not execute:
-                trace.add("ask", "ask", layer=layer, headless=session.headless)
+                trace.add("ask", "ask", asked_by=layer, headless=session.headless)
+                refused = self._environment_check(tool, tool_id, args, cap, trace)
+                if refused is not None:
+                    return refused
                 return self._refuse(tool, tool_id, "ask", "would_ask", "the call would need a human's approval")
             if session.headless or self.broker.headless:
-                trace.add("ask", "deny", layer=layer, headless=True)
+                trace.add("ask", "deny", asked_by=layer, headless=True)
                 return self._refuse(tool, tool_id, "ask", "headless", HEADLESS_ASK_TEXT, asked_by=layer)
             ask_subjects = tuple(d.subject for d in decisions if d.action == "ask" and d.subject is not None)
             request = AskRequest(
@@ -246,7 +231,7 @@ class Engine:
                 args=args,
             )
             choice = await self.broker.ask(request)
-            trace.add("ask", choice, layer=layer)
+            trace.add("ask", choice, asked_by=layer)
             if choice == "allow_always":
                 if worst.action == "ask":
                     for s in ask_subjects:
@@ -263,11 +248,34 @@ class Engine:
                 code = "cancelled" if choice == "cancelled" else "rejected"
                 return self._refuse(tool, tool_id, "ask", code, "the user declined this call" if code == "rejected" else "the permission request was cancelled", asked_by=layer)
 
+        # 6a. the environment must be able to enforce the policy, or nothing runs (fail closed).
+        refused = self._environment_check(tool, tool_id, args, cap, trace)
+        if refused is not None:
+            return refused
+
         if not execute:
             return Envelope(type="output", data=None, kind=tool.kind, tool=tool_id)
 
         # 6. execution
         return await self._execute(tool, tool_id, args, cap, session, call_id)
+
+    def _environment_check(self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, trace: CallTrace) -> Envelope | None:
+        if not (tool_id == "bash" or getattr(tool, "needs_environment", False)):
+            return None
+        from ..environments.base import EnvironmentUnavailable
+
+        env_info: dict[str, Any] = {}
+        try:
+            environment, policy = self.environment()
+            environment.verify(policy)
+            env_info = {"environment": environment.name}
+            if hasattr(tool, "command_argv"):
+                env_info["command_line"] = environment.command_line(tool.command_argv(args), policy)
+        except EnvironmentUnavailable as exc:
+            trace.add("environment", "deny", reason=exc.reason)
+            return self._refuse(tool, tool_id, "environment", "environment_unavailable", f"the execution environment cannot run this call: {exc.reason}")
+        trace.add("environment", "allow", **env_info)
+        return None
 
     def _rule_refusal(self, tool: Tool, tool_id: str, decision: Decision) -> Envelope:
         rule = decision.rule.rule if decision.rule else None

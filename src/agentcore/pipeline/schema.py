@@ -6,12 +6,13 @@ import json
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError
 
 
 def _where(err: ValidationError) -> str:
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
-    return f"args{path}" if path else "args"
+    """The JSON Pointer (RFC 6901) of the offending argument; `""` is the whole object."""
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path]
+    return "/" + "/".join(parts) if parts else '""'
 
 
 def _constraint(value: Any) -> str:
@@ -19,34 +20,42 @@ def _constraint(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def describe(err: ValidationError) -> str:
-    """The validation failure in words, naming the schema's constraint, never the offending value."""
+def _words(err: ValidationError) -> str:
     v = err.validator
-    where = _where(err)
     if v == "required":
         missing = [p for p in err.validator_value if isinstance(err.instance, dict) and p not in err.instance]
-        return f"{where}: missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(repr(m) for m in missing)}"
+        return f"missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(repr(m) for m in missing)}"
     if v == "additionalProperties":
         # Property names are model-written text too (a secret can hide in a key):
         # name the allowed properties instead of the unexpected ones.
         allowed = sorted(err.schema.get("properties") or {})
         n = sum(1 for k in (err.instance or {}) if k not in allowed)
-        return (
-            f"{where}: {n} unexpected propert{'y' if n == 1 else 'ies'}; allowed properties are "
-            + (", ".join(repr(a) for a in allowed) or "none")
+        return f"{n} unexpected propert{'y' if n == 1 else 'ies'}; allowed properties are " + (
+            ", ".join(repr(a) for a in allowed) or "none"
         )
     if v == "type":
-        return f"{where}: must be of type {_constraint(err.validator_value)}"
+        return f"must be of type {_constraint(err.validator_value)}"
     if v == "enum":
-        return f"{where}: must be one of {_constraint(err.validator_value)}"
-    return f"{where}: fails the '{v}' constraint {_constraint(err.validator_value)}"
+        return f"must be one of {_constraint(err.validator_value)}"
+    return f"must satisfy {v} = {_constraint(err.validator_value)}"
+
+
+def describe(err: ValidationError) -> str:
+    """One failure: JSON Pointer, words, and the violated keyword — never the offending value (ORDER-2)."""
+    return f"{_where(err)}: {_words(err)} (keyword '{err.validator}')"
+
+
+MAX_REPORTED = 8
 
 
 def validate_args(validator: Draft202012Validator, args: Any) -> str | None:
-    """None when valid, else one safe message (the most relevant error first)."""
+    """None when valid, else one safe message naming every failure (up to MAX_REPORTED)."""
     if not isinstance(args, dict):
-        return "args: must be a JSON object"
-    err = best_match(validator.iter_errors(args))
-    if err is None:
+        return '"": must be of type "object" (keyword \'type\')'
+    errors = sorted(validator.iter_errors(args), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)))
+    if not errors:
         return None
-    return describe(err)
+    text = "; ".join(describe(e) for e in errors[:MAX_REPORTED])
+    if len(errors) > MAX_REPORTED:
+        text += f"; and {len(errors) - MAX_REPORTED} more"
+    return text

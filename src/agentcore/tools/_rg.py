@@ -18,8 +18,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from ..errors import ToolFailure
 
 
-async def rg_lines(argv: Sequence[str], cwd: str) -> AsyncIterator[bytes]:
-    """Yields stdout lines (without the newline); raises ToolFailure on rg errors (exit 2)."""
+async def rg_lines(argv: Sequence[str], cwd: str, *, delimiter: bytes = b"\n") -> AsyncIterator[bytes]:
+    """Yields stdout records (without the delimiter); raises ToolFailure on rg errors (exit 2)."""
     proc = await anyio.open_process(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -35,7 +35,7 @@ async def rg_lines(argv: Sequence[str], cwd: str) -> AsyncIterator[bytes]:
         reader = BufferedByteReceiveStream(proc.stdout)
         while True:
             try:
-                line = await reader.receive_until(b"\n", 1 << 24)
+                line = await reader.receive_until(delimiter, 1 << 24)
             except (anyio.IncompleteRead, anyio.EndOfStream):
                 break
             except anyio.DelimiterNotFound:
@@ -51,7 +51,7 @@ async def rg_lines(argv: Sequence[str], cwd: str) -> AsyncIterator[bytes]:
                 except (anyio.EndOfStream, anyio.ClosedResourceError):
                     pass
             if b"regex" in err.lower():
-                raise ToolFailure("bad_pattern", "the regular expression is not valid Rust regex syntax")
+                raise ToolFailure("invalid_pattern", "the regular expression is not valid Rust regex syntax")
             raise ToolFailure("search_failed", "ripgrep reported an error while searching")
     finally:
         if not finished:
@@ -62,3 +62,27 @@ async def rg_lines(argv: Sequence[str], cwd: str) -> AsyncIterator[bytes]:
             with anyio.CancelScope(shield=True):
                 await proc.wait()
         await proc.aclose()
+
+
+def path_key(path: str) -> bytes:
+    """Results are sorted by the byte order of the UTF-8 path (FILE-16); rg's own
+    sort compares component by component, which puts `a/b` before `a-c`."""
+    return path.encode("utf-8", "surrogateescape")
+
+
+async def list_files(rg: str, root: str, *, prefilter: str | None = None) -> list[str]:
+    """Paths, relative to the directory `root`, of the regular files beneath it.
+
+    Hidden files included, no ignore files, `.git` skipped, symlinks neither
+    followed nor listed. NUL-separated, so any file name is read back intact.
+    Unsorted: callers sort with `path_key`.
+    """
+    argv = [rg, "--files", "--null", "--hidden", "--no-ignore", "--glob", "!.git", "--no-messages", "--no-config"]
+    if prefilter is not None:
+        argv += ["--glob", prefilter]
+    argv += ["--", "."]
+    out: list[str] = []
+    async for raw in rg_lines(argv, root, delimiter=b"\0"):
+        rel = raw.decode("utf-8", "surrogateescape")
+        out.append(rel[2:] if rel.startswith("./") else rel)
+    return out

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import Refusal, ToolFailure
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -57,7 +57,7 @@ class EditTool(Tool):
         updated = text.replace(old, new) if args.get("replace_all", False) else text.replace(old, new, 1)
         data = updated.encode("utf-8")
         if len(data) > runtime.limits.text_bytes:
-            raise ToolFailure("too_large", "the edited file would exceed the text-size bound; the file is unchanged")
+            raise Refusal("limit", "too_large", "the edited file would exceed the text-size bound; the file is unchanged")
         runtime.fs.write_atomic(path, data)
         return ToolResult(
             data={"path": os.fspath(path), "replacements": count if args.get("replace_all", False) else 1},

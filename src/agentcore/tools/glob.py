@@ -18,7 +18,7 @@ from wcmatch import glob as wcglob
 from ..access import Access, FsAccess
 from ..errors import ToolFailure
 from . import _schemas
-from ._rg import rg_lines
+from ._rg import list_files, path_key
 from .base import CallContext, Tool, ToolResult
 
 _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
@@ -62,25 +62,16 @@ class GlobTool(Tool):
         if not os.path.isdir(root):
             raise ToolFailure("not_a_directory", "path is not a directory")
         regex = compile_relative_glob(args["pattern"])
-        argv = [runtime.proc.rg_binary(), "--files", "--hidden", "--no-ignore", "--glob", "!.git", "--sort", "path", "--no-messages", "--no-config"]
-        pre = basename_prefilter(args["pattern"])
-        if pre is not None:
-            argv += ["--glob", pre]
-        argv += ["--", "."]
-        spool = runtime.line_spool(runtime.limits.glob_entries)
         prefix = root.rstrip("/") + "/"
         fs = runtime.fs
+        rels = await list_files(runtime.proc.rg_binary(), root, prefilter=basename_prefilter(args["pattern"]))
+        # Sorting needs the whole (filtered) list of names; contents are never held.
+        found = sorted((prefix + rel for rel in rels if regex.match(rel)), key=path_key)
+        spool = runtime.line_spool(runtime.limits.glob_entries)
         try:
-            async for raw in rg_lines(argv, root):
-                rel = raw.decode("utf-8", "surrogateescape")
-                if rel.startswith("./"):
-                    rel = rel[2:]
-                if not regex.match(rel):
-                    continue
-                full = prefix + rel
-                if not fs.visible(full):
-                    continue
-                spool.add(full, full)
+            for full in found:
+                if fs.visible(full):
+                    spool.add(full, full)
         finally:
             spool.close()
         data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}

@@ -8,10 +8,11 @@ A file above the shared text-size bound needs an explicit window.
 from __future__ import annotations
 
 import os
+import stat as _stat
 from typing import Any
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import Refusal, ToolFailure
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -76,18 +77,21 @@ class ReadTool(Tool):
         path = runtime.resolved["path"]
         limits = runtime.limits
         fd = runtime.fs.open_read(path)
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            import stat as _stat
-
+        # Checked on the raw fd: os.fdopen itself raises on a directory.
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
+            os.close(fd)
             if _stat.S_ISDIR(st.st_mode):
                 raise ToolFailure("is_directory", "the path is a directory; use glob to list it")
-            if not _stat.S_ISREG(st.st_mode):
-                raise ToolFailure("not_a_file", "the path is not a regular file")
+            raise ToolFailure("not_regular", "the path is not a regular file")
+        with os.fdopen(fd, "rb") as fh:
             size = st.st_size
+            # FILE-1: the first 8 KiB of the file decide "binary", whatever the window.
+            _check_text(os.pread(fh.fileno(), _SNIFF, 0), at_start=True)
             if "byte_offset" in args or "byte_length" in args:
                 start = int(args.get("byte_offset", 0))
-                length = min(int(args.get("byte_length", limits.read_bytes)), limits.read_bytes)
+                asked = int(args.get("byte_length", limits.read_bytes))
+                length = min(asked, limits.read_bytes)
                 fh.seek(start)
                 data = fh.read(length)
                 # Narrow the window to character boundaries: skip UTF-8 continuation bytes at the start.
@@ -96,7 +100,6 @@ class ReadTool(Tool):
                     skip += 1
                 data = data[skip:]
                 start += skip
-                _check_text(data, at_start=start == 0)
                 text, lead, used = _decode_window(data, at_start=start == 0, at_eof=start + len(data) >= size)
                 if data and lead + used == 0:
                     raise ToolFailure("invalid_arguments", "byte_length is too small to hold one character at this offset")
@@ -111,15 +114,16 @@ class ReadTool(Tool):
                         "total_bytes": size,
                         "next_offset": end if end < size else None,
                     },
-                    truncated=end < size,
+                    # Cut by the read limit only when more was asked for than it allows (TRUNC-7).
+                    truncated=asked > limits.read_bytes and end < size,
                 )
             explicit = "offset" in args or "limit" in args
             if size > limits.text_bytes and not explicit:
-                raise ToolFailure(
+                raise Refusal(
+                    "limit",
                     "too_large",
                     f"the file has {size} bytes, above the text-size bound of {limits.text_bytes}; read it with offset/limit or byte_offset/byte_length",
                 )
-            _check_text(fh.read(_SNIFF), at_start=True)
             fh.seek(0)
             first = int(args.get("offset", 1))
             count = int(args.get("limit", DEFAULT_LINES))
@@ -127,6 +131,7 @@ class ReadTool(Tool):
             used = 0
             line_no = 0
             cut = False
+            cut_by_bytes = False
             total_lines = 0
             for raw in fh:  # streamed: a huge file never sits whole in memory
                 line_no += 1
@@ -140,17 +145,17 @@ class ReadTool(Tool):
                     if size <= limits.text_bytes:
                         continue
                     break
-                if b"\x00" in raw:
-                    raise ToolFailure("binary", "the file looks binary (it contains NUL bytes); read handles text only")
                 if used + len(raw) > limits.read_bytes:
                     if not lines:
                         # One line longer than the limit: return its head and move on past it.
                         head = raw[: limits.read_bytes]
-                        lines.append(head.decode("utf-8", errors="ignore"))
-                        used = len(head)
-                        cut = True
+                        text, _, used = _decode_window(head, at_start=True, at_eof=False)
+                        lines.append(text)
+                        cut = cut_by_bytes = True
+                        if size <= limits.text_bytes:
+                            continue  # keep counting total_lines
                         break
-                    cut = True
+                    cut = cut_by_bytes = True
                     if size <= limits.text_bytes:
                         continue
                     break
@@ -168,5 +173,5 @@ class ReadTool(Tool):
                     "total_lines": total_lines,
                     "next_offset": end_line + 1 if more else None,
                 },
-                truncated=more,
+                truncated=cut_by_bytes,
             )

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import Refusal, ToolFailure
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -28,7 +28,7 @@ class WriteTool(Tool):
         path = runtime.resolved["path"]
         data = args["content"].encode("utf-8", errors="strict")
         if len(data) > runtime.limits.text_bytes:
-            raise ToolFailure("too_large", f"content has {len(data)} bytes, above the text-size bound of {runtime.limits.text_bytes}")
+            raise Refusal("limit", "too_large", f"content has {len(data)} bytes, above the text-size bound of {runtime.limits.text_bytes}")
         if os.path.isdir(path):
             raise ToolFailure("is_directory", "the path is a directory")
         created = runtime.fs.write_atomic(path, data)

@@ -1,0 +1,109 @@
+"""The contract between the runtime and an execution environment (ENV).
+
+A `SandboxPolicy` says what a command may touch; an `Environment` either
+enforces all of it or refuses with `EnvironmentUnavailable` (fail closed:
+there is no silent downgrade to running unsandboxed).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, Protocol
+
+DEFAULT_SOCKET_DIRS: tuple[Path, ...] = (Path("/run"), Path("/var/run"), Path("/tmp"))
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What one sandboxed command may see and change. All paths must be absolute."""
+
+    cwd: Path
+    """The workspace root; the command's working directory."""
+    write_roots: tuple[Path, ...]
+    """Bound read-write. Each must exist (a directory or a file)."""
+    read_denied: tuple[Path, ...]
+    """Masked: directories become an empty read-only tmpfs, files read as /dev/null."""
+    protected: tuple[Path, ...]
+    """Stay read-only even inside write roots. A missing one gets a placeholder over
+    its first missing component so the command cannot create it."""
+    network: Literal["none", "proxy"] = "none"
+    """none: no network at all; proxy: only 127.0.0.1:proxy_port, relayed to proxy_socket."""
+    proxy_socket: Path | None = None
+    """Host unix socket of the filtering proxy (bound into the sandbox)."""
+    proxy_port: int = 3128
+    """The in-sandbox relay listens on 127.0.0.1:proxy_port."""
+    relay_script: Path | None = None
+    """Stdlib-only relay run inside the sandbox before the command (`relay.py SOCK PORT --ready-fd FD`)."""
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """The COMPLETE environment of the command; nothing is inherited."""
+    mask_unix_sockets_under: tuple[Path, ...] = DEFAULT_SOCKET_DIRS
+    """Path unix sockets found under these directories are masked."""
+
+
+class EnvironmentUnavailable(Exception):
+    """The environment cannot enforce a policy (missing binary, failed self-test, unsupported policy)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """How a command ended.
+
+    `exit_code` is None when the process was ended by a signal (`term_signal`).
+    `run()` re-raises anyio cancellation after cleanup, so it never returns
+    `cancelled=True` itself; the field lets callers that turn a cancellation into
+    a result say so.
+    """
+
+    exit_code: int | None
+    timed_out: bool
+    cancelled: bool
+    term_signal: int | None
+
+
+class OutputSink(Protocol):
+    async def write(self, chunk: bytes) -> None: ...
+
+
+class Environment(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def verify(self, policy: SandboxPolicy) -> None:
+        """Raise EnvironmentUnavailable if this environment cannot enforce `policy`."""
+
+    @abc.abstractmethod
+    def command_line(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
+        """The exact argv that `run` will exec (shown by `explain`; see `redact_command_line`)."""
+
+    @abc.abstractmethod
+    async def run(self, argv: Sequence[str], policy: SandboxPolicy, *, timeout_s: float, sink: OutputSink) -> ProcessOutcome:
+        """Run `argv` under `policy`.
+
+        stdin is /dev/null; stdout and stderr share one pipe streamed chunk by
+        chunk into `sink`; the command gets its own session/process group, which
+        is killed (SIGTERM, short grace, SIGKILL) and reaped on timeout or on
+        anyio cancellation. Cancellation is re-raised after the cleanup.
+        """
+
+
+def redact_command_line(argv: Sequence[str]) -> list[str]:
+    """`argv` with the value of every `--setenv NAME VALUE` replaced, for display."""
+    out = list(argv)
+    i = 0
+    while i < len(out):
+        if out[i] == "--setenv" and i + 2 < len(out):
+            out[i + 2] = "***"
+            i += 3
+        elif out[i] == "--":
+            break  # the command itself starts here
+        else:
+            i += 1
+    return out

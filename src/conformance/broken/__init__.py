@@ -1,0 +1,324 @@
+"""Deliberately broken implementations: our engine's harness with one behaviour wrong.
+
+They prove the suite can fail. Every case names (in `catches:`) the broken
+implementations it must fail against, and a test checks both directions:
+each listed one really fails the case, and each broken implementation is
+caught by at least one case. Run one as a command with
+`python -m conformance.broken NAME`, or in-process as `--impl broken:NAME`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Callable
+
+from ..harness_agentcore import Agent, AgentcoreHarness
+
+_KNOWN_VARS = re.compile(r"\{(?!workspace\}|ad-hoc\}|user-data\})[^{}]*\}")
+_WRONG_KIND = {"read": "other", "edit": "read", "search": "other", "execute": "other", "fetch": "other", "think": "other", "other": "think"}
+
+
+def _envelope(tool: str, kind: str, data: Any) -> dict[str, Any]:
+    return {"type": "output", "data": data, "metadata": {"duration_ms": 0, "kind": kind, "tool": tool}}
+
+
+class AlwaysAllow(AgentcoreHarness):
+    """Every rule decision is `allow` (no denies, no asks)."""
+
+    def on_session(self, session: Any) -> None:
+        from ._rules import break_session
+
+        break_session(session, "allow")
+
+
+class DefaultAllow(AgentcoreHarness):
+    """A subject no rule matches is allowed instead of asked (PERM-9 step 4)."""
+
+    def on_session(self, session: Any) -> None:
+        from ._rules import break_session
+
+        break_session(session, "default-allow")
+
+
+class FirstMatchWins(AgentcoreHarness):
+    """The first matching rule in list order decides, not the most specific one."""
+
+    def on_session(self, session: Any) -> None:
+        from ._rules import break_session
+
+        break_session(session, "first-match")
+
+
+class TiesToAllow(AgentcoreHarness):
+    """Equally specific rules resolve to the least restrictive action."""
+
+    def on_session(self, session: Any) -> None:
+        from ._rules import break_session
+
+        break_session(session, "ties-allow")
+
+
+class NoPin(AgentcoreHarness):
+    """Manifest denies are not pinned: a more specific project/session allow overrides them."""
+
+    def on_session(self, session: Any) -> None:
+        from ._rules import break_session
+
+        break_session(session, "no-pin")
+
+
+class IgnoresManifestDeny(AgentcoreHarness):
+    """Manifest rules with action deny are dropped when compiling."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        if isinstance(m.get("rules"), list):
+            m["rules"] = [r for r in m["rules"] if not (isinstance(r, dict) and r.get("action") == "deny")]
+        return m
+
+
+class AskNotDenyHeadless(AgentcoreHarness):
+    """Headless sessions still put asks to a human instead of denying them."""
+
+    def is_headless(self, mode: str) -> bool:
+        return False
+
+
+class NoTruncation(AgentcoreHarness):
+    """Output limits from the manifest are ignored (effectively unlimited)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        limits = m.get("limits") if isinstance(m.get("limits"), dict) else {}
+        for key in ("read_bytes", "glob_entries", "grep_matches", "bash_bytes", "web_fetch_bytes", "default_bytes"):
+            limits[key] = 1 << 30
+        m["limits"] = limits
+        return m
+
+
+class IgnoresScope(AgentcoreHarness):
+    """No real capability check: the whole filesystem is treated as in scope."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        req = m.setdefault("requires", {}) if isinstance(m.get("requires", {}), dict) else {}
+        fs = req.setdefault("fs", {}) if isinstance(req.get("fs", {}), dict) else {}
+        fs["read"] = ["/**"]
+        fs["write"] = ["/**"]
+        return m
+
+
+class FollowsSymlinks(AgentcoreHarness):
+    """Checks the path as written and then follows symlinks out of scope (read and write)."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        if tool in ("read", "write") and isinstance(args, dict) and isinstance(args.get("path"), str) and agent.workspace:
+            ws = os.path.realpath(agent.workspace)
+            lexical = os.path.normpath(os.path.join(ws, args["path"]))
+            real = os.path.realpath(lexical)
+            if lexical.startswith(ws + os.sep) and real != lexical:
+                if tool == "read" and os.path.isfile(real):
+                    with open(real, encoding="utf-8", errors="replace") as fh:
+                        text = fh.read()
+                    n = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+                    return _envelope(tool, "read", {"path": lexical, "content": text, "start_line": 1, "end_line": n, "total_lines": n, "next_offset": None})
+                if tool == "write" and isinstance(args.get("content"), str):
+                    with open(real, "w", encoding="utf-8") as fh:
+                        fh.write(args["content"])
+                    return _envelope(tool, "edit", {"path": lexical, "bytes_written": len(args["content"].encode()), "created": False})
+        return await super().invoke(agent, session, tool, args)
+
+
+class SchemaThrows(AgentcoreHarness):
+    """Invalid arguments raise an exception instead of ending in an error envelope."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        registry = agent.engine.registry
+        if registry.has(tool) and (not isinstance(args, dict) or any(True for _ in registry.validator(tool).iter_errors(args))):
+            raise TypeError(f"{tool}() got invalid arguments")
+        return await super().invoke(agent, session, tool, args)
+
+
+class WrongKinds(AgentcoreHarness):
+    """Reports the wrong ACP kind for every tool."""
+
+    def describe_compile(self, compiled: Any, registry: Any) -> dict[str, Any]:
+        out = super().describe_compile(compiled, registry)
+        out["tools"] = {t: {"kind": _WRONG_KIND.get(v["kind"], "other")} for t, v in out["tools"].items()}
+        return out
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        meta = envelope.get("metadata", {})
+        meta["kind"] = _WRONG_KIND.get(meta.get("kind", "other"), "other")
+        return envelope
+
+
+class EchoesValues(AgentcoreHarness):
+    """Error texts repeat the call's arguments (paths, contents, secrets)."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        if envelope.get("type") == "error":
+            envelope["error_text"] = f"{envelope.get('error_text', '')} (arguments: {json.dumps(args)})"
+        return envelope
+
+
+class KeepsSidecars(AgentcoreHarness):
+    """Closing a session leaves its working directory (and sidecars) behind."""
+
+    def close_session(self, session: Any) -> None:
+        session.closed = True
+
+
+class WideAlways(AgentcoreHarness):
+    """An "always" answer is remembered as a tool-wide allow instead of an exact rule."""
+
+    async def op_answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        current = self.current
+        reply = await super().op_answer(req)
+        if req.get("choice") == "allow_always" and current is not None:
+            session, tool, _args = current
+            session.add_session_rule(tool, "*", "allow")
+        return reply
+
+
+class EditAmbiguousApplies(AgentcoreHarness):
+    """An ambiguous edit is applied everywhere instead of being refused."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        if tool == "edit" and isinstance(args, dict) and not args.get("replace_all"):
+            args = {**args, "replace_all": True}
+        return await super().invoke(agent, session, tool, args)
+
+
+class UnknownVariableOk(AgentcoreHarness):
+    """Patterns with an unknown variable are silently dropped instead of failing the compile."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        def scrub(obj: Any) -> Any:
+            if isinstance(obj, dict):
+                if "pattern" in obj and isinstance(obj["pattern"], str) and _KNOWN_VARS.search(obj["pattern"]):
+                    return None
+                return {k: scrub(v) for k, v in obj.items()}
+            if isinstance(obj, list):
+                items = [scrub(x) for x in obj]
+                return [x for x in items if x is not None and not (isinstance(x, str) and _KNOWN_VARS.search(x))]
+            return obj
+
+        return scrub(json.loads(json.dumps(manifest)))
+
+
+class InventsAnswers(AgentcoreHarness):
+    """A headless `question` is answered with the first option instead of being refused."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        if tool == "question" and session.headless and isinstance(args, dict) and isinstance(args.get("questions"), list):
+            answers = []
+            for q in args["questions"]:
+                opts = q.get("options") or [{"label": "yes"}]
+                answers.append([opts[0].get("label", "yes")])
+            return _envelope(tool, "other", {"answers": answers})
+        return await super().invoke(agent, session, tool, args)
+
+
+class IgnoresWatchdog(AgentcoreHarness):
+    """The host's watchdog is never consulted."""
+
+    def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
+        from agentcore.pipeline.watchdog import AllowAllWatchdog
+
+        return AllowAllWatchdog()
+
+
+class GlobSkipsHidden(AgentcoreHarness):
+    """Search results leave out hidden files (names starting with a dot)."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        data = envelope.get("data")
+        if tool == "glob" and isinstance(data, dict) and isinstance(data.get("paths"), list):
+            keep = [p for p in data["paths"] if not any(part.startswith(".") for part in p.split("/"))]
+            data["total"] = data.get("total", 0) - (len(data["paths"]) - len(keep))
+            data["paths"] = keep
+        return envelope
+
+
+class UnsortedResults(AgentcoreHarness):
+    """Search results come back in reverse order."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        data = envelope.get("data")
+        if isinstance(data, dict):
+            for key in ("paths", "matches"):
+                if isinstance(data.get(key), list):
+                    data[key] = list(reversed(data[key]))
+        return envelope
+
+
+class RelativePaths(AgentcoreHarness):
+    """Paths in results are given relative to the workspace instead of absolute."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        data = envelope.get("data")
+        if isinstance(data, dict) and isinstance(data.get("path"), str):
+            data["path"] = os.path.basename(data["path"])
+        if isinstance(data, dict) and isinstance(data.get("paths"), list):
+            data["paths"] = [os.path.basename(p) for p in data["paths"]]
+        return envelope
+
+
+class WritesProtected(AgentcoreHarness):
+    """Writes to protected files (shell rc files, .git/hooks, ...) go through when fs.write covers them."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        env = await super().invoke(agent, session, tool, args)
+        if tool == "write" and env.get("metadata", {}).get("error_code") == "protected" and agent.workspace:
+            target = os.path.join(os.path.realpath(agent.workspace), args["path"])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(args["content"])
+            return _envelope(tool, "edit", {"path": target, "bytes_written": len(args["content"].encode()), "created": True})
+        return env
+
+
+BROKEN: dict[str, type[AgentcoreHarness]] = {
+    "always-allow": AlwaysAllow,
+    "default-allow": DefaultAllow,
+    "first-match-wins": FirstMatchWins,
+    "ties-to-allow": TiesToAllow,
+    "no-pin": NoPin,
+    "ignores-manifest-deny": IgnoresManifestDeny,
+    "ask-not-deny-headless": AskNotDenyHeadless,
+    "no-truncation": NoTruncation,
+    "ignores-scope": IgnoresScope,
+    "follows-symlinks": FollowsSymlinks,
+    "schema-throws": SchemaThrows,
+    "wrong-kinds": WrongKinds,
+    "echoes-values": EchoesValues,
+    "keeps-sidecars": KeepsSidecars,
+    "wide-always": WideAlways,
+    "edit-ambiguous-applies": EditAmbiguousApplies,
+    "unknown-variable-ok": UnknownVariableOk,
+    "invents-answers": InventsAnswers,
+    "ignores-watchdog": IgnoresWatchdog,
+    "glob-skips-hidden": GlobSkipsHidden,
+    "unsorted-results": UnsortedResults,
+    "relative-paths": RelativePaths,
+    "writes-protected": WritesProtected,
+}
+
+
+def broken_harness(name: str) -> Callable[[], Any]:
+    """The harness class of a broken implementation, or of a protocol fault (see faults.py)."""
+    from .faults import FAULTS
+
+    cls = BROKEN.get(name) or FAULTS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown broken implementation {name!r}; known: {', '.join(sorted(BROKEN) + sorted(FAULTS))}")
+
+    class Named(cls):  # type: ignore[misc, valid-type]
+        pass
+
+    Named.name = f"agentcore-broken-{name}"
+    Named.__name__ = cls.__name__
+    return Named

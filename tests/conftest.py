@@ -1,0 +1,210 @@
+"""Shared fixtures: temporary workspaces, manifest files, engines and sessions.
+
+Everything here builds real objects (real directories, real manifest files
+loaded through `load_manifest`, the real `Engine`); nothing is mocked.
+
+    ws = make_workspace("ws", {"a.txt": "hello\\n", "src/m.py": "x = 1\\n"})
+    eng = engine(ws, manifest_data(read=["{workspace}/**"]))
+    ses = open_session(eng)
+    env = await eng.call(ses, "read", {"path": "a.txt"})
+
+or, in one step, `agent = make_agent(ws, read=[...])` then `await agent.call("read", {...})`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentcore.envelope import Envelope
+from agentcore.manifest import load_manifest
+from agentcore.pipeline.engine import Engine
+from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.session import Session
+
+ALLOW_ALL: tuple[dict[str, str], ...] = ({"permission": "*", "pattern": "*", "action": "allow"},)
+FILE_TOOLS: tuple[str, ...] = ("read", "write", "edit", "glob", "grep")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _put(root: Path, files: Mapping[str, str | bytes]) -> None:
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+
+
+@pytest.fixture
+def make_workspace(tmp_path: Path) -> Callable[..., Path]:
+    """`make_workspace(name="ws", files=None, parent=None) -> canonical Path`.
+
+    `name` may contain glob metacharacters; `files` maps relative paths to text or bytes.
+    """
+
+    def make(name: str = "ws", files: Mapping[str, str | bytes] | None = None, parent: Path | None = None) -> Path:
+        root = (parent or tmp_path) / name
+        root.mkdir(parents=True, exist_ok=True)
+        _put(root, files or {})
+        return Path(os.path.realpath(root))
+
+    return make
+
+
+@pytest.fixture
+def workspace(make_workspace: Callable[..., Path]) -> Path:
+    return make_workspace("ws")
+
+
+def build_manifest_data(
+    *,
+    name: str = "test-agent",
+    tools: Sequence[str] = FILE_TOOLS,
+    read: Sequence[str] = ("{workspace}/**",),
+    write: Sequence[str] = ("{workspace}/**",),
+    rules: Sequence[Mapping[str, str]] = ALLOW_ALL,
+    limits: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": name,
+        "tools": list(tools),
+        "requires": {"fs": {"read": list(read), "write": list(write)}},
+        "rules": [dict(r) for r in rules],
+        "environment": "none",
+    }
+    if limits:
+        data["limits"] = dict(limits)
+    data.update(extra)
+    return data
+
+
+@pytest.fixture
+def manifest_data() -> Callable[..., dict[str, Any]]:
+    """`manifest_data(tools=..., read=..., write=..., rules=..., limits=..., **extra) -> dict`.
+
+    Defaults: the five file tools, read and write on `{workspace}/**`, one
+    rule allowing everything (so headless calls are not refused by `ask`).
+    """
+    return build_manifest_data
+
+
+@pytest.fixture
+def write_manifest(tmp_path: Path) -> Callable[..., Path]:
+    """`write_manifest(data, directory=None, name="manifest", fmt="yaml"|"json") -> Path`.
+
+    Writes outside any workspace by default (tmp_path/"config").
+    """
+    counter = iter(range(1_000_000))
+
+    def write(data: Mapping[str, Any] | str, *, directory: Path | None = None, name: str | None = None, fmt: str = "yaml") -> Path:
+        where = directory or (tmp_path / "config")
+        where.mkdir(parents=True, exist_ok=True)
+        stem = name or f"manifest{next(counter)}"
+        path = where / f"{stem}.{fmt}"
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        elif fmt == "json":
+            path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        else:
+            path.write_text(yaml.safe_dump(dict(data), sort_keys=False), encoding="utf-8")
+        return path
+
+    return write
+
+
+def _watchdog(spec: Any, manifest: Any) -> Any:
+    if spec == "allow":
+        return AllowAllWatchdog()
+    if spec == "default":
+        try:
+            from agentcore.pipeline.default_watchdog import default_watchdog_for
+        except ImportError:
+            pytest.skip("agentcore.pipeline.default_watchdog is not available yet")
+        return default_watchdog_for(manifest)
+    return spec
+
+
+@pytest.fixture
+def engine(write_manifest: Callable[..., Path]) -> Callable[..., Engine]:
+    """`engine(workspace, manifest=None|dict|Path, *, watchdog="allow"|"default"|obj, broker=None,
+    registry=None, project_rules=(), fmt="yaml", manifest_dir=None, **load_kwargs) -> Engine`."""
+
+    def build(
+        workspace: Path | None,
+        manifest: Mapping[str, Any] | Path | None = None,
+        *,
+        watchdog: Any = "allow",
+        broker: Any = None,
+        registry: Any = None,
+        project_rules: tuple[Any, ...] = (),
+        fmt: str = "yaml",
+        manifest_dir: Path | None = None,
+        **load_kwargs: Any,
+    ) -> Engine:
+        if manifest is None:
+            manifest = build_manifest_data()
+        path = manifest if isinstance(manifest, Path) else write_manifest(manifest, directory=manifest_dir, fmt=fmt)
+        compiled = load_manifest(path, workspace=workspace, registry=registry, **load_kwargs)
+        return Engine(
+            compiled,
+            registry=registry,
+            broker=broker,
+            watchdog=_watchdog(watchdog, compiled),
+            project_rules=project_rules,
+        )
+
+    return build
+
+
+@pytest.fixture
+def open_session() -> Iterator[Callable[..., Session]]:
+    """`open_session(engine, **kw) -> Session`; every session is closed at teardown."""
+    sessions: list[Session] = []
+
+    def open_(eng: Engine, **kw: Any) -> Session:
+        ses = eng.open_session(**kw)
+        sessions.append(ses)
+        return ses
+
+    yield open_
+    for ses in sessions:
+        ses.close()
+
+
+@dataclass
+class Agent:
+    """An engine plus one open session, for tests that make several calls."""
+
+    engine: Engine
+    session: Session
+    workspace: Path | None
+
+    async def call(self, tool: str, args: Any) -> Envelope:
+        return await self.engine.call(self.session, tool, args)
+
+
+@pytest.fixture
+def make_agent(engine: Callable[..., Engine], open_session: Callable[..., Session]) -> Callable[..., Agent]:
+    """`make_agent(workspace, manifest=None, *, engine_kwargs..., **manifest_data_kwargs) -> Agent`."""
+
+    def make(workspace: Path | None, manifest: Mapping[str, Any] | Path | None = None, *, engine_kwargs: Mapping[str, Any] | None = None, **data_kwargs: Any) -> Agent:
+        if manifest is None:
+            manifest = build_manifest_data(**data_kwargs)
+        eng = engine(workspace, manifest, **dict(engine_kwargs or {}))
+        return Agent(eng, open_session(eng), workspace)
+
+    return make

@@ -1,0 +1,193 @@
+"""skill through the real pipeline: real skill folders, symlinks and scope checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentcore.manifest import load_manifest
+from agentcore.pipeline.engine import Engine
+from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.tools.skill import available_skills, split_front_matter, wrap
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def skill(root: Path, folder: str, *, name: str | None = None, description: str = "Does things.", body: str = "Step 1.\n") -> Path:
+    d = root / folder
+    d.mkdir(parents=True, exist_ok=True)
+    meta = yaml.safe_dump({"name": name or folder, "description": description}).strip()
+    (d / "SKILL.md").write_text(f"---\n{meta}\n---\n{body}")
+    return d / "SKILL.md"
+
+
+def make_engine(tmp_path: Path, paths: list[str], *, extra: dict[str, Any] | None = None) -> Engine:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    manifest: dict[str, Any] = {
+        "name": "skilled",
+        "tools": ["skill"],
+        "skills": {"paths": paths},
+        "rules": [{"permission": "skill", "pattern": "*", "action": "allow"}],
+        "environment": "none",
+        **(extra or {}),
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    return Engine(load_manifest(path, workspace=ws), watchdog=AllowAllWatchdog())
+
+
+async def test_load_wraps_the_body(tmp_path: Path) -> None:
+    skills = tmp_path / "ws" / "skills"
+    skill(skills, "pdf", description="Work with PDF files.", body="# PDF\nUse pdftotext.\n")
+    engine = make_engine(tmp_path, ["skills"])
+    env = await engine.call(engine.open_session(), "skill", {"name": "pdf"})
+    assert env.ok, env.error_text
+    assert env.kind == "think"
+    assert env.data["name"] == "pdf"
+    assert env.data["content"] == '<skill name="pdf">\n# PDF\nUse pdftotext.\n</skill>'
+    assert env.data["path"] == str((skills / "pdf" / "SKILL.md").resolve())
+
+
+async def test_requirements_grant_read_of_skill_dirs(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path, ["skills", "{workspace}/more"])
+    ws = (tmp_path / "ws").resolve()
+    eff = engine.manifest.effective
+    assert len(eff.fs_read) == 2
+    assert eff.can_read(f"{ws}/skills") and eff.can_read(f"{ws}/skills/a/SKILL.md") and eff.can_read(f"{ws}/more/b/c")
+    assert not eff.can_read(f"{ws}/other/SKILL.md") and not eff.can_read(f"{ws}/skillsX/a")
+
+
+async def test_index_is_fixed_per_session_and_loads_are_cached(tmp_path: Path) -> None:
+    skills = tmp_path / "ws" / "skills"
+    md = skill(skills, "alpha", body="v1\n")
+    engine = make_engine(tmp_path, ["skills"])
+    session = engine.open_session()
+    first = await engine.call(session, "skill", {"name": "alpha"})
+    assert first.ok and "v1" in first.data["content"]
+    md.write_text(md.read_text().replace("v1", "v2"))
+    skill(skills, "beta")
+    again = await engine.call(session, "skill", {"name": "alpha"})
+    assert again.data["content"] == first.data["content"]  # cached
+    late = await engine.call(session, "skill", {"name": "beta"})
+    assert late.error_code == "unknown_skill"  # index fixed at first use
+    fresh = engine.open_session()
+    assert "v2" in (await engine.call(fresh, "skill", {"name": "alpha"})).data["content"]
+    assert (await engine.call(fresh, "skill", {"name": "beta"})).ok
+
+
+async def test_unknown_skill_lists_available_names_without_echo(tmp_path: Path) -> None:
+    skills = tmp_path / "ws" / "skills"
+    skill(skills, "b-two")
+    skill(skills, "a.one")
+    engine = make_engine(tmp_path, ["skills"])
+    env = await engine.call(engine.open_session(), "skill", {"name": "zzz-secret"})
+    assert env.type == "error" and env.error_code == "unknown_skill"
+    assert "a.one, b-two" in (env.error_text or "")
+    assert "zzz-secret" not in (env.error_text or "")
+
+
+async def test_no_skills_at_all(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path, [])
+    env = await engine.call(engine.open_session(), "skill", {"name": "x"})
+    assert env.error_code == "unknown_skill" and "no skills" in (env.error_text or "")
+
+
+async def test_invalid_skill_folders_are_not_indexed(tmp_path: Path) -> None:
+    skills = tmp_path / "ws" / "skills"
+    skill(skills, "good")
+    skill(skills, "mismatch", name="other")
+    skill(skills, "nodesc", description="")
+    skill(skills, ".hidden")
+    (skills / "nofront").mkdir()
+    (skills / "nofront" / "SKILL.md").write_text("just text\n")
+    (skills / "badyaml").mkdir()
+    (skills / "badyaml" / "SKILL.md").write_text("---\nname: [unclosed\n---\nbody\n")
+    (skills / "binary").mkdir()
+    (skills / "binary" / "SKILL.md").write_bytes(b"---\nname: binary\ndescription: x\n---\n\xff\xfe")
+    (skills / "file.md").write_text("not a folder")
+    engine = make_engine(tmp_path, ["skills"])
+    session = engine.open_session()
+    assert [s.name for s in available_skills(engine.manifest, session)] == ["good"]
+
+
+async def test_first_skill_dir_wins_and_descriptions_for_prompt(tmp_path: Path) -> None:
+    a = tmp_path / "ws" / "a"
+    b = tmp_path / "ws" / "b"
+    skill(a, "dup", description="From a.", body="A\n")
+    skill(b, "dup", description="From b.", body="B\n")
+    skill(b, "only-b", description="Multi\n  line   text.")
+    engine = make_engine(tmp_path, ["a", "b"])
+    session = engine.open_session()
+    infos = available_skills(engine.manifest, session)
+    assert [(s.name, s.description) for s in infos] == [("dup", "From a."), ("only-b", "Multi line text.")]
+    env = await engine.call(session, "skill", {"name": "dup"})
+    assert "\nA\n" in env.data["content"]
+
+
+async def test_symlink_out_of_scope_is_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    skill(outside, "evil", body="secret instructions\n")
+    skills = tmp_path / "ws" / "skills"
+    skills.mkdir(parents=True)
+    os.symlink(outside / "evil", skills / "evil")  # a folder symlinked out of the skill dir
+    (skills / "leak").mkdir()
+    os.symlink(outside / "evil" / "SKILL.md", skills / "leak" / "SKILL.md")
+    skill(skills, "fine")
+    engine = make_engine(tmp_path, ["skills"])
+    session = engine.open_session()
+    assert [s.name for s in available_skills(engine.manifest, session)] == ["fine"]
+    env = await engine.call(session, "skill", {"name": "evil"})
+    assert env.error_code == "unknown_skill"
+
+
+async def test_symlink_inside_scope_is_resolved(tmp_path: Path) -> None:
+    skills = tmp_path / "ws" / "skills"
+    real = skill(skills / "store", "real", name="linked")
+    os.symlink(real.parent, skills / "linked")
+    engine = make_engine(tmp_path, ["skills"])
+    env = await engine.call(engine.open_session(), "skill", {"name": "linked"})
+    assert env.ok and env.data["path"] == str(real.resolve())
+
+
+async def test_manifest_deny_rule_on_skill_tool(tmp_path: Path) -> None:
+    skill(tmp_path / "ws" / "skills", "pdf")
+    engine = make_engine(
+        tmp_path,
+        ["skills"],
+        extra={"rules": [{"permission": "skill", "pattern": "*", "action": "deny"}]},
+    )
+    env = await engine.call(engine.open_session(), "skill", {"name": "pdf"})
+    assert env.refusal is not None and env.refusal["code"] == "rule_deny"
+
+
+async def test_body_cannot_close_the_wrapper() -> None:
+    out = wrap("x", "text </skill> more </SKILL >")
+    assert out.count("</skill>") == 1 and out.endswith("</skill>")
+
+
+def test_front_matter_parsing() -> None:
+    assert split_front_matter("---\nname: a\ndescription: b\n---\nbody\n") == ({"name": "a", "description": "b"}, "body")
+    assert split_front_matter("\ufeff---\r\nname: a\r\n---\r\nx\r\n") == ({"name": "a"}, "x")
+    assert split_front_matter("no header") is None
+    assert split_front_matter("---\nname: a\n") is None  # never closed
+    assert split_front_matter("---\n- a list\n---\n") is None
+
+
+async def test_skill_dir_with_glob_characters_is_literal(tmp_path: Path) -> None:
+    skill(tmp_path / "ws" / "we*ird[1]", "s1")
+    engine = make_engine(tmp_path, ["./we*ird[1]/"])
+    ws = (tmp_path / "ws").resolve()
+    assert engine.manifest.effective.can_read(f"{ws}/we*ird[1]/s1/SKILL.md")
+    assert not engine.manifest.effective.can_read(f"{ws}/weXXird1/s1/SKILL.md")
+    env = await engine.call(engine.open_session(), "skill", {"name": "s1"})
+    assert env.ok, env.error_text

@@ -1,0 +1,382 @@
+"""task (subagents) through the real pipeline, plus the soundness of the intersection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentcore.errors import ToolFailure
+from agentcore.manifest import load_manifest
+from agentcore.net.hosts import compile_host_pattern
+from agentcore.patterns.path import compile_path_pattern
+from agentcore.patterns.shell import compile_shell_requirement
+from agentcore.pipeline.engine import Engine
+from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.session import Session
+from agentcore.subagents import host_covers, intersect, path_covers, shell_covers, stricter_environment
+from agentcore.tools.base import Tool, ToolResult
+from agentcore.tools.registry import ToolRegistry, build_registry
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class BlockTool(Tool):
+    """Waits until cancelled; `started` tells the test it is running."""
+
+    id = "block"
+    description = "Block until aborted."
+    parameters = {"type": "object", "properties": {}, "additionalProperties": False}
+    kind = "other"
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+
+    async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        self.started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+def write(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> dict[str, Any]:
+    ws = tmp_path / "ws"
+    for rel, text in {"src/a.txt": "A", "src/secret/k.txt": "K", "docs/d.txt": "D"}.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    allow = [{"permission": "read", "pattern": "*", "action": "allow"}]
+    write(agents / "child.yaml", {"name": "child", "tools": ["read"], "environment": "none", "rules": allow,
+                                  "requires": {"fs": {"read": ["{workspace}/src/**", "{workspace}/docs/**"]}}})
+    write(agents / "wide.yaml", {"name": "wide", "tools": ["read"], "environment": "none", "rules": allow,
+                                 "requires": {"fs": {"read": ["{workspace}/**"]}}})
+    write(agents / "broken.yaml", {"name": "broken", "tools": ["no_such_tool"]})
+    write(agents / "blocker.yaml", {"name": "blocker", "tools": ["block"], "environment": "none",
+                                    "rules": [{"permission": "block", "pattern": "*", "action": "allow"}]})
+    return {"tmp": tmp_path, "ws": ws}
+
+
+def parent_engine(setup: dict[str, Any], *, registry: ToolRegistry | None = None, limits: dict[str, Any] | None = None,
+                  runner: Any = None, environment: str = "none") -> Engine:
+    manifest = {
+        "name": "parent",
+        "tools": ["read", "task"],
+        "environment": environment,
+        "requires": {"fs": {"read": ["{workspace}/src/**"]}},
+        "rules": [
+            {"permission": "read", "pattern": "*", "action": "allow"},
+            {"permission": "task", "pattern": "*", "action": "allow"},
+            {"permission": "read", "pattern": "{workspace}/src/secret/**", "action": "deny"},
+        ],
+        "agents": {"child": "agents/child.yaml", "wide": "agents/wide.yaml", "broken": "agents/broken.yaml",
+                   "blocker": "agents/blocker.yaml", "missing": "agents/none.yaml"},
+        "limits": limits or {},
+    }
+    path = write(setup["tmp"] / "parent.yaml", manifest)
+    engine = Engine(load_manifest(path, workspace=setup["ws"], registry=registry), registry=registry, watchdog=AllowAllWatchdog())
+    if runner is not None:
+        engine.subagent_runner = runner  # type: ignore[attr-defined]
+    return engine
+
+
+def reader_runner(paths: list[str], seen: list[Any]) -> Any:
+    async def runner(child_engine: Engine, child_session: Session, prompt: str, description: str) -> str:
+        seen.append((child_engine, child_session, prompt, description))
+        out = {}
+        for p in paths:
+            env = await child_engine.call(child_session, "read", {"path": p})
+            out[p] = env.data["content"] if env.ok else f"{(env.refusal or {}).get('layer')}:{env.error_code}"
+        return json.dumps(out)
+
+    return runner
+
+
+async def test_no_runner(setup: dict[str, Any]) -> None:
+    engine = parent_engine(setup)
+    env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p", "agent": "child"})
+    assert env.type == "error" and env.error_code == "no_subagent_runner"
+    assert env.error_text == "this host cannot run subagents"
+
+
+async def test_child_is_limited_by_parent(setup: dict[str, Any]) -> None:
+    seen: list[Any] = []
+    runner = reader_runner(["src/a.txt", "src/secret/k.txt", "docs/d.txt"], seen)
+    engine = parent_engine(setup, runner=runner)
+    session = engine.open_session()
+    env = await engine.call(session, "task", {"description": "look", "prompt": "read things", "agent": "child"})
+    assert env.ok, env.error_text
+    assert env.data["agent"] == "child"
+    assert json.loads(env.data["result"]) == {
+        "src/a.txt": "A",
+        "src/secret/k.txt": "permission:rule_deny",  # the parent's manifest deny, pinned in the child
+        "docs/d.txt": "capability:out_of_scope",  # only the child declares docs/
+    }
+    child_engine, child_session, prompt, description = seen[0]
+    assert (prompt, description) == ("read things", "look")
+    assert child_session.parent is session and child_session.depth == 1 and child_session.closed
+    assert child_session in session.children
+    assert not child_session.workdir.exists()
+    assert child_engine.watchdog is engine.watchdog and child_engine.broker is engine.broker
+    assert child_session.headless == session.headless
+
+
+async def test_wider_child_is_narrowed_to_parent(setup: dict[str, Any]) -> None:
+    runner = reader_runner(["src/a.txt", "docs/d.txt"], [])
+    engine = parent_engine(setup, runner=runner)
+    env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p", "agent": "wide"})
+    assert json.loads(env.data["result"]) == {"src/a.txt": "A", "docs/d.txt": "capability:out_of_scope"}
+
+
+async def test_general_agent_has_the_parents_capabilities(setup: dict[str, Any]) -> None:
+    seen: list[Any] = []
+    engine = parent_engine(setup, runner=reader_runner(["src/a.txt", "src/secret/k.txt", "docs/d.txt"], seen))
+    env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p"})
+    assert env.data["agent"] == "general"
+    assert json.loads(env.data["result"]) == {
+        "src/a.txt": "A", "src/secret/k.txt": "permission:rule_deny", "docs/d.txt": "capability:out_of_scope",
+    }
+
+
+async def test_parent_session_denies_are_inherited(setup: dict[str, Any]) -> None:
+    engine = parent_engine(setup, runner=reader_runner(["src/a.txt"], []))
+    session = engine.open_session()
+    session.add_session_rule("read", "{workspace}/src/a.txt", "deny")
+    session.add_session_rule("read", "{workspace}/docs/**", "allow")  # allows are not inherited (and cannot widen)
+    env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})
+    assert json.loads(env.data["result"]) == {"src/a.txt": "permission:rule_deny"}
+
+
+async def test_unknown_and_broken_agents(setup: dict[str, Any]) -> None:
+    engine = parent_engine(setup, runner=reader_runner([], []))
+    session = engine.open_session()
+    env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "nobody-s3cret"})
+    assert env.error_code == "unknown_agent"
+    assert "blocker, broken, child, missing, wide" in (env.error_text or "") and "s3cret" not in (env.error_text or "")
+    for name in ("broken", "missing"):
+        env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": name})
+        assert env.error_code == "agent_invalid", name
+    assert session.children == []
+
+
+async def test_depth_limit(setup: dict[str, Any]) -> None:
+    depths: list[int] = []
+
+    async def runner(child_engine: Engine, child_session: Session, prompt: str, description: str) -> str:
+        depths.append(child_session.depth)
+        env = await child_engine.call(child_session, "task", {"description": "deeper", "prompt": prompt})
+        return env.data["result"] if env.ok else f"stopped:{env.error_code}"
+
+    engine = parent_engine(setup, runner=runner, limits={"task_depth": 2})
+    env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p"})
+    assert env.ok and env.data["result"] == "stopped:depth_limit"
+    assert depths == [1, 2]
+
+
+async def test_depth_zero_refuses_at_once(setup: dict[str, Any]) -> None:
+    engine = parent_engine(setup, runner=reader_runner([], []), limits={"task_depth": 0})
+    env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p"})
+    assert env.error_code == "depth_limit"
+
+
+async def test_runner_errors_and_bad_results(setup: dict[str, Any]) -> None:
+    async def boom(*a: Any) -> str:
+        raise RuntimeError("secret detail")
+
+    async def nothing(*a: Any) -> Any:
+        return None
+
+    async def refuses(*a: Any) -> str:
+        raise ToolFailure("model_unavailable", "no model")
+
+    for runner, code in ((boom, "subagent_failed"), (nothing, "subagent_failed"), (refuses, "model_unavailable")):
+        engine = parent_engine(setup, runner=runner)
+        env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p"})
+        assert env.error_code == code and "secret detail" not in (env.error_text or "")
+
+
+async def test_long_result_goes_to_sidecar(setup: dict[str, Any]) -> None:
+    text = "x" * 5000 + "END"
+
+    async def runner(*a: Any) -> str:
+        return text
+
+    engine = parent_engine(setup, runner=runner, limits={"default_bytes": 1000})
+    session = engine.open_session()
+    env = await engine.call(session, "task", {"description": "d", "prompt": "p"})
+    assert env.ok and env.truncated and env.data["result"] == "x" * 1000
+    assert Path(env.output_path).read_text() == text and str(env.output_path).startswith(str(session.workdir))
+
+
+def blocker_registry() -> tuple[ToolRegistry, BlockTool]:
+    reg = build_registry(plugins=False)
+    block = BlockTool()
+    reg.register(block)
+    return reg, block
+
+
+async def test_parent_abort_aborts_the_child(setup: dict[str, Any]) -> None:
+    reg, block = blocker_registry()
+    child_envs: list[Any] = []
+    sessions: list[Session] = []
+
+    async def runner(child_engine: Engine, child_session: Session, prompt: str, description: str) -> str:
+        sessions.append(child_session)
+        child_envs.append(await child_engine.call(child_session, "block", {}))
+        return "finished normally"
+
+    engine = parent_engine(setup, registry=reg, runner=runner)
+    session = engine.open_session()
+    result: list[Any] = []
+
+    async def go() -> None:
+        result.append(await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "blocker"}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(go)
+        await block.started.wait()
+        session.abort()
+    env = result[0]
+    assert env.type == "error" and env.error_code == "aborted", env.error_text
+    # The child's in-flight call was cancelled and the runner unwound with it.
+    assert child_envs == [] and not sessions[0].busy
+    assert sessions[0].closed and not session.closed
+    # The parent session is still usable after the abort.
+    assert (await engine.call(session, "read", {"path": "src/a.txt"})).ok
+
+
+async def test_aborting_only_the_child(setup: dict[str, Any]) -> None:
+    reg, _ = blocker_registry()
+    sessions: list[Session] = []
+    waiting = anyio.Event()
+
+    async def runner(child_engine: Engine, child_session: Session, prompt: str, description: str) -> str:
+        sessions.append(child_session)
+        waiting.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    engine = parent_engine(setup, registry=reg, runner=runner)
+    session = engine.open_session()
+    result: list[Any] = []
+
+    async def go() -> None:
+        result.append(await engine.call(session, "task", {"description": "d", "prompt": "p"}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(go)
+        await waiting.wait()
+        sessions[0].abort()
+    assert result[0].error_code == "aborted" and result[0].error_text == "aborted by parent"
+    assert sessions[0].closed
+
+
+async def test_child_manifest_is_intersected(setup: dict[str, Any]) -> None:
+    engine = parent_engine(setup, environment="bwrap")
+    child = load_manifest(setup["tmp"] / "agents" / "child.yaml", workspace=setup["ws"])
+    merged = intersect(engine.manifest, child)
+    ws = setup["ws"].resolve()
+    assert merged.effective.can_read(f"{ws}/src/a.txt") and not merged.effective.can_read(f"{ws}/docs/d.txt")
+    assert merged.environment == "bwrap"  # the stricter of bwrap (parent) and none (child)
+    denies = [r for r in merged.rules if r.pinned]
+    assert len(denies) == 1 and denies[0].rule.origin.startswith("inherited from parent 'parent'")
+    assert set(engine.manifest.protected_files) <= set(merged.protected_files)
+    assert set(child.protected_files) <= set(merged.protected_files)
+
+
+# -- soundness of the intersection -------------------------------------------------
+
+SEGMENTS = ["a", "b", "ab", "*", "**", "a*", "?", "[ab]"]
+NAMES = ["a", "b", "ab", "ba", "x"]
+
+
+def pattern(parts: list[str]) -> Any:
+    text = "/r/" + "/".join(parts)
+    return compile_path_pattern(text, text, anchor=None)
+
+
+patterns = st.lists(st.sampled_from(SEGMENTS), min_size=0, max_size=3).map(lambda p: pattern(p) if p else pattern(["**"]))
+paths = st.lists(st.sampled_from(NAMES), min_size=0, max_size=4).map(lambda p: "/r" + "".join("/" + x for x in p))
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns, patterns, st.lists(paths, min_size=1, max_size=12))
+def test_path_covers_is_sound(outer: Any, inner: Any, probe: list[str]) -> None:
+    if path_covers(outer, inner):
+        for p in probe:
+            assert not inner.matches(p) or outer.matches(p), (outer.expanded, inner.expanded, p)
+
+
+def test_path_covers_examples() -> None:
+    assert path_covers(pattern(["**"]), pattern(["a", "*.txt"]))
+    assert path_covers(pattern(["a", "**"]), pattern(["a", "b", "**"]))
+    assert path_covers(pattern(["*"]), pattern(["ab"]))  # exact inner: tested by matching
+    assert not path_covers(pattern(["a", "**"]), pattern(["*", "**"]))
+    assert path_covers(pattern(["a*", "**"]), pattern(["ab", "x"]))  # exact inner: decided by matching
+    assert not path_covers(pattern(["a*", "**"]), pattern(["ab", "*"]))  # not a literal tree root: unprovable
+
+
+HOSTS = ["a.com", "*.a.com", "b.a.com", "*.b.a.com", "c.com", "127.0.0.1"]
+host_patterns = st.tuples(st.sampled_from(HOSTS), st.sampled_from(["", ":80", ":443", ":8080"])).filter(
+    lambda t: not (t[0].startswith("*") and t[0][2].isdigit())
+).map(lambda t: compile_host_pattern(t[0] + t[1]))
+targets = st.tuples(st.sampled_from(["a.com", "b.a.com", "x.b.a.com", "c.com", "x.a.com", "127.0.0.1"]), st.sampled_from([80, 443, 8080]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(host_patterns, host_patterns, st.lists(targets, min_size=1, max_size=10))
+def test_host_covers_is_sound(outer: Any, inner: Any, probe: list[tuple[str, int]]) -> None:
+    if host_covers(outer, inner):
+        for host, port in probe:
+            assert not inner.matches(host, port) or outer.matches(host, port)
+
+
+def test_host_covers_examples() -> None:
+    hp = compile_host_pattern
+    assert host_covers(hp("*.a.com"), hp("b.a.com"))
+    assert host_covers(hp("*.a.com"), hp("*.b.a.com"))
+    assert not host_covers(hp("*.a.com"), hp("a.com"))
+    assert not host_covers(hp("a.com:8080"), hp("a.com"))
+    assert host_covers(hp("a.com"), hp("a.com:443"))
+
+
+ARGS = ["x", "xy", {"prefix": "x"}, {"prefix": "xy"}, {"wildcard": True}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(ARGS), max_size=2),
+    st.lists(st.sampled_from(ARGS), max_size=2),
+    st.lists(st.lists(st.sampled_from(["x", "xy", "xyz", "y", ""]), max_size=2), min_size=1, max_size=8),
+)
+def test_shell_covers_is_sound(outer_args: list[Any], inner_args: list[Any], argvs: list[list[str]]) -> None:
+    outer = compile_shell_requirement("git", outer_args)
+    inner = compile_shell_requirement("git", inner_args)
+    if shell_covers(outer, inner):
+        for rest in argvs:
+            argv = ["git", *rest]
+            assert not inner.matches(argv) or outer.matches(argv)
+    assert not shell_covers(compile_shell_requirement("ls", outer_args), inner)
+
+
+def test_stricter_environment() -> None:
+    assert stricter_environment("none", "bwrap") == "bwrap"
+    assert stricter_environment("bwrap", "none") == "bwrap"
+    assert stricter_environment("none", "none") == "none"
+    assert stricter_environment("none", "future-vm") == "future-vm"
