@@ -12,6 +12,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
+from agentcore.errors import ToolFailure
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -273,3 +275,27 @@ def test_parse_results_never_crashes(value: Any) -> None:
         for item in out:
             assert set(item) == {"title", "url", "snippet"} and all(isinstance(v, str) for v in item.values())
             assert item["url"].lower().startswith(("http://", "https://"))
+
+
+async def test_accesses_name_the_chosen_provider_when_the_manifest_is_available(tmp_path: Path, providers: list[Provider_]) -> None:
+    """The path used once CallContext carries the manifest: the provider is a NetAccess the pipeline checks."""
+    from types import SimpleNamespace
+
+    from agentcore.access import NetAccess
+    from agentcore.pipeline.capability import check_capabilities
+    from agentcore.tools.web_search import WebSearchTool
+
+    a = start(providers, results_reply("a"))
+    b = start(providers, results_reply("b"))
+    engine = make_engine(tmp_path, [a.url, b.url])
+    tool = WebSearchTool()
+    for key in ("/tmp/s1", "/tmp/s2", "/tmp/s3"):
+        ctx = SimpleNamespace(workspace="", session_dir=key, manifest=engine.manifest)
+        (access,) = tool.accesses({"query": "x"}, ctx)  # type: ignore[arg-type]
+        assert access == NetAccess("provider", [a.url, b.url][expected_index(key, 2)])
+        cap = check_capabilities([access], "web_search", engine.manifest, session_dir=tmp_path)
+        assert cap.subjects[0].capability == "net.fetch"
+    with pytest.raises(ToolFailure):  # no manifest: nothing can be proven, so nothing runs
+        tool.accesses({"query": "x"}, SimpleNamespace(workspace="", session_dir="/s"))  # type: ignore[arg-type]
+    empty = make_engine(tmp_path, [])
+    assert tool.accesses({"query": "x"}, SimpleNamespace(workspace="", session_dir="/s", manifest=empty.manifest)) == []  # type: ignore[arg-type]

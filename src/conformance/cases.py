@@ -22,7 +22,11 @@ METAMORPHIC = ("rename", "reorder_rules")
 PREDICATES = (
     "equals", "not_equals", "one_of", "contains", "not_contains", "matches", "startswith", "endswith",
     "exists", "type", "min", "max", "length", "min_length", "max_length", "every", "some", "none",
-    "set_equals", "path_exists", "file_content", "sorted", "keys",
+    "set_equals", "path_exists", "file_content", "sorted", "keys", "pattern_set",
+)
+LOCKED_TOOLS = (
+    "read", "write", "edit", "glob", "grep", "bash", "todo", "task",
+    "question", "web_search", "web_fetch", "skill", "tool_search",
 )
 
 
@@ -223,14 +227,8 @@ class Case:
     raw_digest: str = field(compare=False, default="")
 
     def tools(self) -> set[str]:
-        """Every tool the case enables or calls."""
-        out: set[str] = set()
-        manifests = [self.setup.get("manifest")] + [s["compile"].get("manifest") for s in self.steps if "compile" in s]
-        for m in manifests:
-            if isinstance(m, dict) and isinstance(m.get("tools"), list):
-                out.update(t for t in m["tools"] if isinstance(t, str) and "$" not in t)
-        out.update(s["call"]["tool"] for s in self.steps if "call" in s and "$" not in s["call"]["tool"])
-        return out
+        """Every tool the case calls (enabling a tool in a manifest needs no feature: LOCK-1)."""
+        return {s["call"]["tool"] for s in self.steps if "call" in s and s["call"]["tool"] in LOCKED_TOOLS}
 
     def needed_features(self) -> frozenset[str]:
         feats = set(self.features)

@@ -67,6 +67,14 @@ def _canon(value: Any) -> Any:
     return ("val", value)
 
 
+_INSIGNIFICANT_ESCAPE = re.compile(r"\\([^*?\[\]\\{}])")
+
+
+def _pattern_text(value: Any) -> str:
+    """Pattern text with escapes of ordinary characters removed (`\-` and `-` are the same pattern)."""
+    return _INSIGNIFICANT_ESCAPE.sub(r"\1", value) if isinstance(value, str) else json.dumps(value)
+
+
 def _json_equal(a: Any, b: Any) -> bool:
     return _canon(a) == _canon(b)
 
@@ -137,10 +145,15 @@ def predicate_failures(value: Any, preds: Mapping[str, Any]) -> list[str]:
             if not isinstance(value, list):
                 ok = False
             else:
-                results = [not predicate_failures(item, want) for item in value]
+                # A nested `pointer` is resolved inside each item.
+                inner = {k: v for k, v in want.items() if k != "pointer"}
+                at = want.get("pointer", "")
+                results = [not predicate_failures(resolve(item, at), inner) for item in value]
                 ok = all(results) if name == "every" else (any(results) if name == "some" else not any(results))
         elif name == "set_equals":
             ok = isinstance(value, list) and sorted(map(_text_of, value)) == sorted(map(_text_of, want)) and len(value) == len(want)
+        elif name == "pattern_set":
+            ok = isinstance(value, list) and sorted(map(_pattern_text, value)) == sorted(map(_pattern_text, want))
         elif name == "keys":
             ok = isinstance(value, dict) and sorted(value) == sorted(want)
         elif name == "sorted":

@@ -10,7 +10,6 @@ changes any decision fails the case.
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 import shutil
@@ -187,6 +186,14 @@ class CaseRun:
         self.pending_ask: str | None = None
         self.signature: list[tuple[Any, ...]] = []
 
+    def session_mode(self, agent: str, session: str) -> str:
+        """A session's mode is the mode of the first call made in it (fixed at creation, ASK-9)."""
+        for step in self.case.steps:
+            c = step.get("call")
+            if c and c.get("agent", "a") == agent and c.get("session", "s") == session:
+                return str(c.get("mode", "headless"))
+        return "headless"
+
     def render(self, obj: Any) -> Any:
         out = render(obj, self.values)
         if self.kind == "reorder_rules":
@@ -277,6 +284,7 @@ class CaseRun:
                 fields = {"agent": "a", "scope": scope, "rules": self.render(rules)}
                 if scope == "session":
                     fields["session"] = "s"
+                    fields["mode"] = self.session_mode("a", "s")
                     self.sessions.add(("a", "s"))
                 reply = await self._request(0, "set_rules", **fields)
                 self._judge(0, f"setup {scope} rules", reply, {}, "result", None)
@@ -322,6 +330,7 @@ class CaseRun:
             fields = {"agent": s.get("agent", "a"), "scope": s["scope"], "rules": s["rules"]}
             if s["scope"] == "session":
                 fields["session"] = s.get("session", "s")
+                fields["mode"] = self.session_mode(fields["agent"], fields["session"])
                 self.sessions.add((fields["agent"], fields["session"]))
             reply = await self._request(i, "set_rules", **fields)
             self._judge(i, f"set_rules {s['scope']}", reply, expect, "result", save)
@@ -394,6 +403,3 @@ async def run_suite(client: HarnessClient, cases: list[Case], seed: int, on_resu
                 await maybe
     return results
 
-
-def copy_case(case: Case) -> Case:
-    return copy.deepcopy(case)

@@ -8,9 +8,10 @@ Mount order (later mounts cover earlier ones, so order is policy):
    writable) so it becomes a mount point and cannot be renamed away —
    otherwise `mv .git x && mkdir .git` would make `.git/config` creatable;
 3. protected paths: existing ones read-only, missing ones covered by a
-   placeholder on their first missing component;
+   placeholder on their first missing component (an empty read-only
+   directory when a directory is expected there, else an empty file);
 4. the proxy socket and relay script (network "proxy");
-5. `/dev/null` over every path unix socket we can see (host services);
+5. an empty read-only file over every path unix socket we can see (host services);
 6. read-denied paths last, so nothing re-exposes them.
 
 All capabilities are dropped and nested user namespaces are disabled: with
@@ -135,7 +136,7 @@ class _View:
 
 
 def _dir_shaped(p: Path) -> bool:
-    """Whether a missing protected path is expected to be a directory (gets an empty dir, not /dev/null)."""
+    """Whether a missing protected path is expected to be a directory (gets an empty dir, not an empty file)."""
     return p.name in PROTECTED_DIRS or (p.name == "hooks" and p.parent.name == ".git")
 
 
@@ -206,6 +207,26 @@ def _lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"agentcore-bwrap-{os.getuid()}"
 
 
+def empty_file() -> Path:
+    """A private, empty, read-only regular file: the mask for files.
+
+    Not /dev/null: bwrap binds with nodev, so a bound device node cannot even
+    be opened (EACCES); an empty file reads as empty, as intended.
+    """
+    d = _private_dir()
+    path = d / "empty"
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_uid == os.getuid():
+            return path
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o444)
+    os.close(fd)
+    return path
+
+
 def _python() -> Path:
     return Path(os.path.realpath(sys.executable))
 
@@ -254,6 +275,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
 
     plan = _Plan()
     args = plan.args
+    empty = empty_file()
 
     # -- protected paths and the pins they need ------------------------------
     protect: dict[Path, tuple[bool, bool]] = {}
@@ -280,7 +302,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             args += ["--perms", "0555", "--tmpfs", str(t), "--remount-ro", str(t)]
             plan.placeholders.append(t)
         else:
-            args += ["--ro-bind", "/dev/null", str(t)]
+            args += ["--ro-bind", str(empty), str(t)]
             plan.placeholders.append(t)
 
     # -- network relay ----------------------------------------------------------
@@ -325,7 +347,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             found.add(top)
     for s in sorted(found - keep):
         if not view.hidden(s):
-            args += ["--ro-bind", "/dev/null", str(s)]
+            args += ["--ro-bind", str(empty), str(s)]
 
     # -- read denials -----------------------------------------------------------
     for d in denied:
@@ -334,14 +356,14 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
         if os.path.isdir(d):
             args += ["--perms", "0555", "--tmpfs", str(d), "--remount-ro", str(d)]
         else:
-            args += ["--ro-bind", "/dev/null", str(d)]
+            args += ["--ro-bind", str(empty), str(d)]
     return plan
 
 
 # -- placeholder bookkeeping ------------------------------------------------------
 
 
-def _open_lock(root: Path) -> int:
+def _private_dir() -> Path:
     d = _lock_dir()
     try:
         os.mkdir(d, 0o700)
@@ -349,9 +371,39 @@ def _open_lock(root: Path) -> int:
         pass
     st = os.lstat(d)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise EnvironmentUnavailable("the sandbox lock directory is not private to this user")
-    name = hashlib.sha256(os.fsencode(root)).hexdigest()[:32] + ".lock"
-    return os.open(d / name, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        raise EnvironmentUnavailable("the sandbox's private directory is not private to this user")
+    return d
+
+
+def _lock_path(root: Path) -> Path:
+    return _private_dir() / (hashlib.sha256(os.fsencode(root)).hexdigest()[:32] + ".lock")
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+async def _lock_shared(root: Path) -> int:
+    """Open and share-lock the root's lock file; retry if a cleaner unlinked it meanwhile."""
+    path = _lock_path(root)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # Someone is cleaning up: milliseconds, and only this module takes LOCK_EX.
+                await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)  # locked a file the cleaner had already removed
 
 
 def _remove_placeholder(p: Path) -> None:
@@ -378,30 +430,29 @@ async def _placeholder_lease(policy: SandboxPolicy) -> AsyncIterator[list[int]]:
     Each lock file lists (NUL-separated) the placeholders runs created under that root.
     """
     fds: list[int] = []
+    roots = _lock_roots(policy) if policy.protected else []
     try:
-        for root in _lock_roots(policy) if policy.protected else []:
-            fd = _open_lock(root)
-            fds.append(fd)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                # Someone is cleaning up; that takes milliseconds and only our own code holds LOCK_EX.
-                await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_SH)
+        for root in roots:
+            fds.append(await _lock_shared(root))
         yield fds
     finally:
-        for fd in fds:
+        for root, fd in zip(roots, fds):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                pass  # another run still uses this root; it will clean up
+                pass  # another run still uses this root; the last one cleans up
             else:
                 os.lseek(fd, 0, os.SEEK_SET)
                 data = b""
                 while chunk := os.read(fd, 65536):
                     data += chunk
                 for raw in sorted(set(data.split(b"\0")) - {b""}, key=len, reverse=True):
-                    _remove_placeholder(Path(os.fsdecode(raw)))
-                os.ftruncate(fd, 0)
+                    pass
+                # Removed while still held exclusively; late openers notice the inode change.
+                try:
+                    os.unlink(_lock_path(root))
+                except OSError:
+                    pass
             finally:
                 os.close(fd)
 

@@ -11,6 +11,7 @@ vet and the connect is never used: we never ask DNS a second time.
 from __future__ import annotations
 
 import codecs
+from typing import Callable
 import re
 import ssl
 import zlib
@@ -66,6 +67,9 @@ class FetchPolicy:
     max_download_bytes: int = 10 * 2**20  # after content decoding
     # None: httpx's default verified context.  Tests and private CAs pass one.
     ssl_context: ssl.SSLContext | None = None
+    # Called for every redirect hop after its host matched; raises FetchRefused to stop
+    # (web_fetch re-runs the permission rules here, NET).
+    hop_check: "Callable[[CanonicalTarget], None] | None" = None
 
     def __post_init__(self) -> None:
         if self.max_redirects < 0 or self.timeout_s <= 0 or self.max_download_bytes < 0:
@@ -333,6 +337,8 @@ async def _fetch(url: str, policy: FetchPolicy) -> FetchResult:
         request_url, target, transport = await _open_hop(current, policy)
         if previous is not None and previous.scheme == "https" and target.scheme == "http":
             raise FetchRefused("insecure_redirect", "a redirect from https to http was refused")
+        if previous is not None and policy.hop_check is not None:
+            policy.hop_check(target)
         previous = target
         async with httpx.AsyncClient(
             transport=transport,

@@ -264,10 +264,14 @@ def _scan(args: Sequence[str], vshort: str = "", vlong: Sequence[str] = ()) -> t
 
 
 _INFO = frozenset({"--version", "--help", "-version", "-help", "-h", "-V", "-v", "-VV", "-?"})
+# `bash -h` / `bash -v` are shell options that still read commands from stdin.
+_SHELL_INFO = frozenset({"--version", "--help"})
+# `python -v` / `lua -v` still run code from stdin; node and perl add -v themselves.
+_INTERP_INFO = frozenset({"--version", "--help", "-version", "-help", "-h", "-V", "-VV", "-?"})
 
 
-def _info_only(args: Sequence[str]) -> bool:
-    return bool(args) and all(a in _INFO for a in args)
+def _info_only(args: Sequence[str], info: frozenset[str] = _INFO) -> bool:
+    return bool(args) and all(a in info for a in args)
 
 
 def _remote_spec(word: str) -> bool:
@@ -410,7 +414,7 @@ def _any_operand_sends(what: str) -> Callable[[_Ctx, Sequence[str]], None]:
 _SSH_VALUE_SHORTS = "BbcDEeFIiJLlmOopQRSWw"
 
 
-def _ssh_options(ctx: _Ctx, args: Sequence[str], vshort: str) -> list[str]:
+def _ssh_options(ctx: _Ctx, args: Sequence[str], vshort: str, progs: str) -> list[str]:
     """Scan ssh-family options, flag command-running ones, return the operands."""
     ops: list[str] = []
     i, n = 0, len(args)
@@ -430,7 +434,7 @@ def _ssh_options(ctx: _Ctx, args: Sequence[str], vshort: str) -> list[str]:
                         i += 1
                     if ch == "o" and "command" in value.lower():
                         ctx.add("code_execution_wrapper", "deny", "ssh option that runs a local command")
-                    elif ch in "FS":
+                    elif ch in progs:
                         ctx.add("code_execution_wrapper", "deny", "ssh configuration or helper program from an argument")
                     break
             continue
@@ -439,17 +443,17 @@ def _ssh_options(ctx: _Ctx, args: Sequence[str], vshort: str) -> list[str]:
 
 
 def _ssh(ctx: _Ctx, args: Sequence[str]) -> None:
-    if _ssh_options(ctx, args, _SSH_VALUE_SHORTS):
+    if _ssh_options(ctx, args, _SSH_VALUE_SHORTS, "F"):
         ctx.add("exfiltration", "deny", "connection to a remote host that can send local data")
 
 
 def _sftp(ctx: _Ctx, args: Sequence[str]) -> None:
-    if _ssh_options(ctx, args, "BbcDFiJloPRSs"):
+    if _ssh_options(ctx, args, "BbcDFiJloPRSs", "FSD"):
         ctx.add("exfiltration", "deny", "file transfer with a remote host")
 
 
 def _scp(ctx: _Ctx, args: Sequence[str]) -> None:
-    if any(_remote_spec(o) for o in _ssh_options(ctx, args, "cDFiJloPSX")):
+    if any(_remote_spec(o) for o in _ssh_options(ctx, args, "cDFiJloPSX", "FS")):
         ctx.add("exfiltration", "deny", "file transfer with a remote host")
 
 
@@ -478,7 +482,8 @@ def _removal_danger(ctx: _Ctx, word: str) -> tuple[str, str] | None:
     comps = word.split("/")
     for k, comp in enumerate(comps):
         if "*" in comp or "?" in comp or "[" in comp:
-            if fnmatchcase("..", comp) or fnmatchcase(".", comp):
+            # bash only matches a leading dot explicitly, so only `.*`-like patterns reach `..`
+            if comp[0] in ".[" and (fnmatchcase("..", comp) or fnmatchcase(".", comp)):
                 return "deny", "recursive removal with a pattern that can match a parent directory"
             word = "/".join(comps[:k]) or ("/" if word.startswith("/") else ".")
             break
@@ -676,7 +681,7 @@ def _git_clean(ctx: _Ctx, rest: Sequence[str]) -> None:
 
 
 def _git_checkout(ctx: _Ctx, rest: Sequence[str]) -> None:
-    shorts, longs, ops = _scan(rest, "bBU", ("--conflict", "--orphan", "--pathspec-from-file"))
+    shorts, longs, ops = _scan(rest, "bB", ("--conflict", "--orphan", "--pathspec-from-file"))
     if any(o in _ALL_PATHS for o in ops) or "f" in shorts or any(_lm(l, "--force") for l in longs):
         ctx.add("destructive", "ask", "git checkout discards local changes")
 
@@ -761,7 +766,7 @@ _GIT_SUB: dict[str, Callable[[_Ctx, Sequence[str]], None]] = {
 
 
 def _shell(ctx: _Ctx, args: Sequence[str]) -> None:
-    if not _info_only(args):
+    if not _info_only(args, _SHELL_INFO):
         ctx.add("code_execution_wrapper", "deny", "a shell running code from arguments or standard input")
 
 
@@ -1052,9 +1057,11 @@ def _awk(ctx: _Ctx, args: Sequence[str]) -> None:
         if len(a) > 1 and a[0] == "-":
             ch = a[1]
             value = a[2:]
-            if ch in "FvfeEilo" and not value and ch not in "o":
+            if ch in "FvfeEilW" and not value:
                 value = args[i] if i < n else ""
                 i += 1
+            if ch == "W" and value.startswith("e"):  # mawk -W exec FILE
+                from_file = True
             if ch == "e":
                 programs.append(value)
             elif ch in "fEi":
@@ -1110,22 +1117,26 @@ def _zip(ctx: _Ctx, args: Sequence[str]) -> None:
 class _Interp:
     """How an interpreter takes inline code, modules and script files."""
 
-    __slots__ = ("evals", "eval_longs", "mods", "mod_longs", "values", "attached", "repl", "mod_stops")
+    __slots__ = ("evals", "eval_longs", "mods", "mod_longs", "values", "attached", "repl", "mod_stops",
+                 "script_flag", "info")
 
     def __init__(self, evals: str, eval_longs: Sequence[str] = (), mods: str = "", mod_longs: Sequence[str] = (),
-                 values: str = "", attached: str = "", repl: str = "", mod_stops: bool = False) -> None:
+                 values: str = "", attached: str = "", repl: str = "", mod_stops: bool = False,
+                 script_flag: str = "", version_v: bool = False) -> None:
         self.evals, self.eval_longs, self.mods, self.mod_longs = evals, tuple(eval_longs), mods, tuple(mod_longs)
         self.values, self.attached, self.repl, self.mod_stops = values, attached, repl, mod_stops
+        self.script_flag = script_flag  # php -f FILE
+        self.info = _INTERP_INFO | {"-v"} if version_v else _INTERP_INFO
 
 
 _PY = _Interp("c", (), "m", (), "WXQ", "", "i", mod_stops=True)
 _INTERPRETERS: dict[str, _Interp] = {
     "python": _PY, "pypy": _PY,
     "node": _Interp("ep", ("--eval", "--print"), "r", ("--require", "--import", "--loader", "--experimental-loader"),
-                    "", "", "i"),
-    "perl": _Interp("eE", (), "Mmd", (), "", "iIxl0C", ""),
-    "ruby": _Interp("e", (), "r", ("--require",), "IECxKWT", "", ""),
-    "php": _Interp("rBRE", (), "", (), "cdzt", "", "a"),
+                    "", "", "i", version_v=True),
+    "perl": _Interp("eE", (), "Mmd", (), "", "iIx0C", "", version_v=True),
+    "ruby": _Interp("e", (), "r", ("--require",), "IEC", "xKWT", ""),
+    "php": _Interp("rBRE", (), "", (), "cdzt", "", "a", script_flag="f"),
     "lua": _Interp("e", (), "l", (), "", "", "i"),
     "luajit": _Interp("e", (), "lj", (), "", "", "i"),
     "Rscript": _Interp("e", ("--eval",), "", (), "", "", ""),
@@ -1136,7 +1147,7 @@ _INTERPRETERS["nodejs"] = _INTERPRETERS["node"]
 
 
 def _interpreter(ctx: _Ctx, args: Sequence[str], spec: _Interp) -> None:
-    if _info_only(args):
+    if _info_only(args, spec.info):
         return
     script: str | None = None
     module = False
@@ -1174,7 +1185,7 @@ def _interpreter(ctx: _Ctx, args: Sequence[str], spec: _Interp) -> None:
                     break
                 if ch in spec.attached:
                     break
-                if spec is _INTERPRETERS["php"] and ch == "f":
+                if ch == spec.script_flag:
                     script = a[j + 1:] or (args[i] if i < n else None)
                     i = n
                     break
@@ -1354,6 +1365,7 @@ def _review_command(ctx: _Ctx, argv: Sequence[str], redirects: Sequence[Any], ch
 # the watchdog
 
 _PATHISH_KEYS = frozenset({"path", "file_path", "filepath", "file", "notebook_path", "glob", "include", "paths"})
+_GLOB_TOOL_KEYS = _PATHISH_KEYS | {"pattern"}  # the glob tool's pattern is a file-name pattern
 
 
 def _fspath_str(v: Any) -> str | None:
@@ -1409,8 +1421,9 @@ class DefaultWatchdog:
         else:
             total = 0
             if check_secrets:
+                keys = _GLOB_TOOL_KEYS if call.tool == "glob" else _PATHISH_KEYS
                 for key, v in call.args.items():
-                    if key in _PATHISH_KEYS and not (key == "pattern" and call.tool != "glob"):
+                    if key in keys:
                         vals = v if isinstance(v, (list, tuple)) else (v,)
                         if any(isinstance(x, str) and _is_secret(x) for x in vals):
                             ctx.add("secrets", "ask", "the call touches a secret file")

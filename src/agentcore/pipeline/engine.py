@@ -82,6 +82,8 @@ class Engine:
         self.project_rules = project_rules
         self.environment_name = environment or manifest.environment
         self._environment: Any = None
+        # The host's agent loop for `task` (SUB): async (child_engine, child_session, prompt, description) -> str.
+        self.subagent_runner: Any = None
         self._policy: Any = None
 
     # -- sessions --------------------------------------------------------------
@@ -159,7 +161,7 @@ class Engine:
         trace.add("schema", "allow")
 
         # 2. capability
-        ctx = CallContext(workspace=str(self.manifest.workspace or ""), session_dir=str(session.workdir))
+        ctx = CallContext(workspace=str(self.manifest.workspace or ""), session_dir=str(session.workdir), manifest=self.manifest)
         try:
             accesses: list[Access] = tool.accesses(args, ctx)
             cap = check_capabilities(accesses, tool_id, self.manifest, session_dir=session.workdir)

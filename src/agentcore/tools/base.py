@@ -63,3 +63,4 @@ class CallContext:
 
     workspace: str
     session_dir: str
+    manifest: Any = None  # the CompiledManifest, for tools whose accesses depend on configuration

@@ -102,7 +102,7 @@ class ReadTool(Tool):
                 start += skip
                 text, lead, used = _decode_window(data, at_start=start == 0, at_eof=start + len(data) >= size)
                 if data and lead + used == 0:
-                    raise ToolFailure("invalid_arguments", "byte_length is too small to hold one character at this offset")
+                    raise Refusal("schema", "invalid_arguments", "byte_length is too small to hold one character at this offset")
                 start += lead
                 end = start + used
                 return ToolResult(

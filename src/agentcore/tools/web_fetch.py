@@ -49,10 +49,23 @@ class WebFetchTool(Tool):
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
         url, _target = runtime.resolved["url"]
         limits = runtime.limits
+        session = runtime.session
+        tool_id = runtime.tool_id
+
+        def hop_check(target: Any) -> None:
+            # A redirect is a new subject: the rules decide again; only `allow` is followed
+            # (an `ask` cannot be put to a human mid-transfer, so it refuses).
+            from ..rules.engine import Subject
+
+            subject = Subject(tool_id, "net.fetch", "host", target.authority, host=target.host, port=target.port)
+            if session.rule_engine.evaluate(subject).action != "allow":
+                raise FetchRefused("redirect_refused", "a redirect led to a host the permission rules do not allow")
+
         policy = FetchPolicy(
             host_patterns=tuple(runtime.manifest.effective.net_hosts),
             timeout_s=limits.web_fetch_timeout_s,
             max_download_bytes=limits.web_fetch_max_download,
+            hop_check=hop_check,
         )
         try:
             # The canonical URL the capability check approved, not the raw argument.

@@ -157,9 +157,7 @@ class WebSearchTool(Tool):
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
         manifest: CompiledManifest | None = getattr(ctx, "manifest", None)
         if manifest is None:
-            # This engine's CallContext does not carry the manifest: `execute`
-            # runs the same capability and rule checks before fetching.
-            return []
+            raise ToolFailure("internal_error", "the engine did not provide the manifest to web_search")
         provider = choose_provider(providers_of(manifest.spec), ctx.session_dir)
         return [] if provider is None else [NetAccess(_ACCESS_ARG, provider.url)]
 
@@ -175,8 +173,8 @@ class WebSearchTool(Tool):
         provider = choose_provider(providers_of(runtime.manifest.spec), str(runtime.session.workdir))
         if provider is None:
             raise ToolFailure("no_provider", "no web search provider is configured for this agent")
-        if _ACCESS_ARG not in runtime.resolved:
-            _late_check(runtime, provider)
+        if _ACCESS_ARG not in runtime.resolved:  # the provider host was never proven: fail closed
+            raise ToolFailure("no_provider", "the search provider's host was not checked")
 
         chain = _session_chain(runtime.session)
         if any(s.stores.web_search_calls >= limits.web_search_calls for s in chain):
@@ -213,27 +211,3 @@ async def _query(provider: Provider, url: str, timeout_s: float, limits: Any) ->
     if result.status != 200:
         raise ToolFailure("provider_error", f"the search provider answered HTTP {result.status}")
     return result.text
-
-
-def _late_check(runtime: Any, provider: Provider) -> None:
-    """The pipeline's capability and rule checks for the provider, run from `execute`.
-
-    Used only when the engine could not hand the manifest to `accesses`. The
-    call itself already passed the rules as a subject without accesses; the
-    provider's `net.fetch` subject may only be as permissive as that: a deny
-    refuses, and an `ask` refuses unless the call was itself asked and approved.
-    """
-    from ..pipeline.capability import check_capabilities
-    from ..rules.engine import Subject
-
-    cap = check_capabilities(
-        [NetAccess(_ACCESS_ARG, provider.url)], runtime.tool_id, runtime.manifest, session_dir=runtime.session.workdir
-    )
-    engine = runtime.session.rule_engine
-    worst, _ = engine.evaluate_all(cap.subjects)
-    if worst.action == "deny":
-        raise Refusal("permission", "rule_deny", "denied by a permission rule (the search provider's host)")
-    if worst.action == "ask":
-        call_level = engine.evaluate(Subject(runtime.tool_id, None, "none", ""))
-        if call_level.action != "ask":
-            raise Refusal("permission", "needs_approval", "the search provider's host needs an approval that was not given")

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ..harness_agentcore import Agent, AgentcoreHarness
 
+HEADLESS_TEXT = "Permission required but this run is headless; the call was not performed."
 _KNOWN_VARS = re.compile(r"\{(?!workspace\}|ad-hoc\}|user-data\})[^{}]*\}")
 _WRONG_KIND = {"read": "other", "edit": "read", "search": "other", "execute": "other", "fetch": "other", "think": "other", "other": "think"}
 
@@ -92,22 +93,25 @@ class NoTruncation(AgentcoreHarness):
     def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
         m = json.loads(json.dumps(manifest))
         limits = m.get("limits") if isinstance(m.get("limits"), dict) else {}
-        for key in ("read_bytes", "glob_entries", "grep_matches", "bash_bytes", "web_fetch_bytes", "default_bytes"):
+        for key in ("read_bytes", "glob_entries", "grep_matches", "bash_bytes", "web_fetch_bytes", "default_bytes", "text_bytes"):
             limits[key] = 1 << 30
         m["limits"] = limits
         return m
 
 
 class IgnoresScope(AgentcoreHarness):
-    """No real capability check: the whole filesystem is treated as in scope."""
+    """No capability check: an out-of-scope access goes on to the rules, which ask (denied headless)."""
 
-    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        m = json.loads(json.dumps(manifest))
-        req = m.setdefault("requires", {}) if isinstance(m.get("requires", {}), dict) else {}
-        fs = req.setdefault("fs", {}) if isinstance(req.get("fs", {}), dict) else {}
-        fs["read"] = ["/**"]
-        fs["write"] = ["/**"]
-        return m
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        env = await super().invoke(agent, session, tool, args)
+        refusal = env.get("metadata", {}).get("refusal") or {}
+        if refusal.get("layer") == "capability":
+            env = {
+                "type": "error",
+                "error_text": HEADLESS_TEXT,
+                "metadata": {**env["metadata"], "refusal": {"layer": "ask", "code": "headless"}, "error_code": "headless"},
+            }
+        return env
 
 
 class FollowsSymlinks(AgentcoreHarness):
@@ -210,10 +214,10 @@ class UnknownVariableOk(AgentcoreHarness):
 
 
 class InventsAnswers(AgentcoreHarness):
-    """A headless `question` is answered with the first option instead of being refused."""
+    """`question` is answered with the first option (or "yes") without asking anyone."""
 
     async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
-        if tool == "question" and session.headless and isinstance(args, dict) and isinstance(args.get("questions"), list):
+        if tool == "question" and isinstance(args, dict) and isinstance(args.get("questions"), list):
             answers = []
             for q in args["questions"]:
                 opts = q.get("options") or [{"label": "yes"}]
@@ -281,6 +285,153 @@ class WritesProtected(AgentcoreHarness):
         return env
 
 
+class ToolsGrantScope(AgentcoreHarness):
+    """Enabling a file tool silently grants the whole workspace (the reading LOCK-5 rejects)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        tools = set(m.get("tools") or [])
+        req = m.setdefault("requires", {})
+        fs = req.setdefault("fs", {})
+        if tools & {"read", "edit", "glob", "grep"}:
+            fs["read"] = list(fs.get("read", [])) + ["{workspace}/**"]
+        if tools & {"write", "edit"}:
+            fs["write"] = list(fs.get("write", [])) + ["{workspace}/**"]
+        return m
+
+
+class LenientCompile(AgentcoreHarness):
+    """A manifest that does not compile is accepted anyway, with nothing granted."""
+
+    async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
+        reply = await super().op_compile(req)
+        if "compile_error" in reply.get("result", {}):
+            m = req.get("manifest") if isinstance(req.get("manifest"), dict) else {}
+            tools = [t for t in m.get("tools", []) if isinstance(t, str)] if isinstance(m.get("tools"), list) else []
+            fallback = {"name": str(m.get("name") or "lenient"), "tools": [t for t in tools if _is_registered(t)]}
+            reply = await super().op_compile({**req, "manifest": fallback})
+        return reply
+
+    async def op_set_rules(self, req: dict[str, Any]) -> dict[str, Any]:
+        reply = await super().op_set_rules(req)
+        if "compile_error" in reply.get("result", {}):
+            return {"result": {}}
+        return reply
+
+
+def _is_registered(tool: str) -> bool:
+    from agentcore.tools.registry import default_registry
+
+    return default_registry().has(tool)
+
+
+class AllToolsEnabled(AgentcoreHarness):
+    """Every locked tool is callable whatever the manifest's `tools` list says."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        from agentcore.tools.registry import LOCKED_IDS
+
+        m = json.loads(json.dumps(manifest))
+        listed = list(m.get("tools") or [])
+        m["tools"] = listed + [t for t in LOCKED_IDS if t not in listed]
+        return m
+
+    def describe_compile(self, compiled: Any, registry: Any) -> dict[str, Any]:
+        return super().describe_compile(compiled, registry)
+
+
+class SloppyWindows(AgentcoreHarness):
+    """`read` ignores its line and byte windows and returns the whole file."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        if tool == "read" and isinstance(args, dict) and isinstance(args.get("path"), str):
+            args = {"path": args["path"]}
+        return await super().invoke(agent, session, tool, args)
+
+
+class NormalisesText(AgentcoreHarness):
+    """Text is normalised: CRLF becomes LF on read and on write."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        if tool in ("write", "edit") and isinstance(args, dict):
+            args = {k: (v.replace("\r\n", "\n") if isinstance(v, str) and k in ("content", "new_string") else v) for k, v in args.items()}
+        env = await super().invoke(agent, session, tool, args)
+        data = env.get("data")
+        if tool == "read" and isinstance(data, dict) and isinstance(data.get("content"), str):
+            data["content"] = data["content"].replace("\r\n", "\n")
+        return env
+
+
+class ModeReset(AgentcoreHarness):
+    """Writes and edits leave the file with mode 0644 whatever it had."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        env = await super().invoke(agent, session, tool, args)
+        data = env.get("data")
+        if tool in ("write", "edit") and env.get("type") == "output" and isinstance(data, dict) and isinstance(data.get("path"), str):
+            os.chmod(data["path"], 0o644)
+        return env
+
+
+class LooseEnvelope(AgentcoreHarness):
+    """Envelopes with extra keys, a float duration, `truncated: false`, and refusals that lose their rule."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        env = dict(envelope)
+        env["ok"] = env.get("type") == "output"
+        meta = dict(env.get("metadata", {}))
+        meta["duration_ms"] = float(meta.get("duration_ms", 0)) + 0.5
+        meta.setdefault("truncated", False)
+        refusal = meta.get("refusal")
+        if isinstance(refusal, dict):
+            meta["refusal"] = {"layer": refusal.get("layer"), "code": refusal.get("code")}
+        elif env.get("type") == "error":
+            meta["refusal"] = {"layer": "tool", "code": meta.get("error_code")}
+        env["metadata"] = meta
+        return env
+
+
+class PersistsAlways(AgentcoreHarness):
+    """"Always" answers outlive their session: every later session of the agent starts with them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._remembered: list[tuple[str, str, str]] = []
+
+    def on_session(self, session: Any) -> None:
+        for rule in self._remembered:
+            session.add_session_rule(*rule)
+
+    async def op_answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        current = self.current
+        reply = await super().op_answer(req)
+        if req.get("choice") in ("allow_always", "reject_always") and current is not None:
+            session, tool, _args = current
+            for rule in session.session_rules:
+                if rule.rule.scope == "session" and rule.rule.permission == tool:
+                    self._remembered.append((rule.rule.permission, rule.rule.pattern, rule.rule.action))
+        return reply
+
+
+class GrepZeroBased(AgentcoreHarness):
+    """`grep` reports 0-based line numbers."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        data = envelope.get("data")
+        if tool == "grep" and isinstance(data, dict) and isinstance(data.get("matches"), list):
+            for m in data["matches"]:
+                if isinstance(m, dict) and isinstance(m.get("line"), int):
+                    m["line"] -= 1
+        return envelope
+
+
+class NoSandbox(AgentcoreHarness):
+    """Commands run without OS confinement (environment `none` forced)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return {**manifest, "environment": "none"}
+
+
 BROKEN: dict[str, type[AgentcoreHarness]] = {
     "always-allow": AlwaysAllow,
     "default-allow": DefaultAllow,
@@ -305,6 +456,16 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "unsorted-results": UnsortedResults,
     "relative-paths": RelativePaths,
     "writes-protected": WritesProtected,
+    "tools-grant-scope": ToolsGrantScope,
+    "lenient-compile": LenientCompile,
+    "all-tools-enabled": AllToolsEnabled,
+    "sloppy-windows": SloppyWindows,
+    "normalises-text": NormalisesText,
+    "mode-reset": ModeReset,
+    "loose-envelope": LooseEnvelope,
+    "persists-always": PersistsAlways,
+    "grep-zero-based": GrepZeroBased,
+    "no-sandbox": NoSandbox,
 }
 
 
