@@ -237,3 +237,14 @@ def test_expand_unit() -> None:
     assert expand("plain/*.py", b) == ["plain/*.py"]
     with pytest.raises(CompileError):
         expand("{wrkspace}", b, where="f.yaml: here")
+
+
+def test_unknown_watchdog_category_is_a_compile_error(tmp_path):
+    """A typo in watchdog.disable must not silently keep (or drop) a category (WDOG)."""
+    from agentcore.errors import CompileError
+    from agentcore.manifest import load_manifest
+
+    (tmp_path / "m.yaml").write_text("name: x\nwatchdog: {disable: [destructiv]}\n")
+    with pytest.raises(CompileError) as exc:
+        load_manifest(tmp_path / "m.yaml", workspace=tmp_path)
+    assert "watchdog.disable" in str(exc.value) and "destructiv" in str(exc.value)

@@ -233,3 +233,10 @@ async def test_byte_window_too_small_for_one_character(workspace: Path, make_age
     (workspace / "e.txt").write_text("😀x")
     env = await make_agent(workspace).call("read", {"path": "e.txt", "byte_offset": 0, "byte_length": 2})
     assert env.type == "error" and env.error_code == "invalid_arguments"
+
+
+async def test_plain_read_passes_the_default_watchdog(workspace: Path, make_agent: Callable[..., Any]) -> None:
+    (workspace / "notes.txt").write_text("hello\n")
+    agent = make_agent(workspace, engine_kwargs={"watchdog": "default"})
+    env = await agent.call("read", {"path": "notes.txt"})
+    assert env.ok and env.data["content"] == "hello\n"

@@ -16,7 +16,7 @@ import re
 import string
 from typing import Any, Mapping
 
-_TEMPLATE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+_TEMPLATE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_.]*)\}|\$\{[^}]*\}?")
 _WHOLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_.]*)\}$")
 
 
@@ -55,6 +55,8 @@ def render(obj: Any, values: Mapping[str, Any]) -> Any:
         def sub(m: re.Match[str]) -> str:
             if m.group(0) == "$$":
                 return "$"
+            if m.group(1) is None:
+                raise TemplateError(f"malformed template {m.group(0)!r} (only ${{name}} or ${{name.key}})")
             value = _lookup(m.group(1), values)
             return value if isinstance(value, str) else str(value)
 

@@ -447,7 +447,7 @@ async def _placeholder_lease(policy: SandboxPolicy) -> AsyncIterator[list[int]]:
                 while chunk := os.read(fd, 65536):
                     data += chunk
                 for raw in sorted(set(data.split(b"\0")) - {b""}, key=len, reverse=True):
-                    pass
+                    _remove_placeholder(Path(os.fsdecode(raw)))
                 # Removed while still held exclusively; late openers notice the inode change.
                 try:
                     os.unlink(_lock_path(root))

@@ -31,24 +31,40 @@ def _killpg(pgid: int, sig: int) -> None:
         pass  # the group is already empty
 
 
-async def _pump(stream: ByteReceiveStream, sink: OutputSink | None, done: anyio.Event) -> None:
-    """Copy the pipe into `sink` until EOF; `sink=None` discards (used while cancelling)."""
+class _PumpState:
+    def __init__(self) -> None:
+        self.eof = anyio.Event()
+        self.sink_error: Exception | None = None
+
+
+async def _pump(stream: ByteReceiveStream, sink: OutputSink | None, state: _PumpState, stop: anyio.CancelScope | None = None) -> None:
+    """Copy the pipe into `sink` until EOF; `sink=None` discards (used while cancelling).
+
+    A failing sink is recorded (not raised inside the task group, where it would
+    arrive wrapped in an ExceptionGroup) and `stop` is cancelled.
+    """
     try:
         while True:
             try:
                 chunk = await stream.receive(CHUNK)
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
-            if sink is not None:
+            if sink is None:
+                continue
+            try:
                 await sink.write(chunk)
+            except Exception as exc:
+                state.sink_error = exc
+                if stop is not None:
+                    stop.cancel()
+                return
     finally:
-        done.set()
+        state.eof.set()
 
 
 async def _drain(stream: ByteReceiveStream, sink: OutputSink | None, grace_s: float) -> None:
-    done = anyio.Event()
     with anyio.move_on_after(grace_s):
-        await _pump(stream, sink, done)
+        await _pump(stream, sink, _PumpState())
 
 
 async def _terminate(proc: Process, stream: ByteReceiveStream, sink: OutputSink | None) -> None:
@@ -96,19 +112,21 @@ async def run_process_group(
     stream = proc.stdout
     assert stream is not None  # stdout=PIPE
     timed_out = False
+    state = _PumpState()
     try:
         with anyio.move_on_after(timeout_s) as deadline:
             async with anyio.create_task_group() as tg:
-                eof = anyio.Event()
-                tg.start_soon(_pump, stream, sink, eof)
+                tg.start_soon(_pump, stream, sink, state, tg.cancel_scope)
                 await proc.wait()
                 # The leader is gone: whatever is left in its group is a straggler.
                 # (A member still alive keeps the group id reserved, so this cannot
                 # hit a recycled group unless the group is already empty.)
                 _killpg(proc.pid, signal.SIGKILL)
                 with anyio.move_on_after(DRAIN_GRACE_S):
-                    await eof.wait()
+                    await state.eof.wait()
                 tg.cancel_scope.cancel()  # a holder that left the group keeps the pipe open: stop reading
+        if state.sink_error is not None:
+            raise state.sink_error
         if deadline.cancelled_caught:
             # Only a leader still running at the deadline is a timeout; one that
             # exited just before it merely had stragglers (already SIGKILLed).

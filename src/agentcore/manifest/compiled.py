@@ -181,6 +181,14 @@ def compile_manifest(
         rules, bindings, known_tools=registry.ids(), known_capabilities=effective.capabilities
     )
 
+    from ..pipeline.default_watchdog import unknown_categories
+
+    unknown = unknown_categories(spec.watchdog.disable)
+    if unknown:
+        raise CompileError(
+            f"unknown watchdog categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}",
+            location=f"{origin}: watchdog.disable",
+        )
     limits = Limits().merged(spec.limits.model_dump())
     agents: dict[str, Path] = {}
     for name, rel in spec.agents.items():

@@ -1195,11 +1195,8 @@ def _interpreter(ctx: _Ctx, args: Sequence[str], spec: _Interp) -> None:
             continue
         script = a
         break
-    if script is None:
-        if module:
-            ctx.add("code_execution_wrapper", "ask", "an interpreter running a module or library")
-        else:
-            ctx.add("code_execution_wrapper", "deny", "an interpreter reading code from standard input")
+    if script is None:  # preloaded modules or not, the program text itself comes from stdin
+        ctx.add("code_execution_wrapper", "deny", "an interpreter reading code from standard input")
         return
     p = ctx.abs(script)
     if p is not None and ctx.inside(p):

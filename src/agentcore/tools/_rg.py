@@ -77,12 +77,16 @@ async def list_files(rg: str, root: str, *, prefilter: str | None = None) -> lis
     followed nor listed. NUL-separated, so any file name is read back intact.
     Unsorted: callers sort with `path_key`.
     """
-    argv = [rg, "--files", "--null", "--hidden", "--no-ignore", "--glob", "!.git", "--no-messages", "--no-config"]
+    argv = [rg, "--files", "--null", "--hidden", "--no-ignore", "--no-messages", "--no-config"]
     if prefilter is not None:
         argv += ["--glob", prefilter]
-    argv += ["--", "."]
+    # Later globs take precedence in rg: the exclusion must come last, or a
+    # prefilter such as `*` would bring `.git` back.
+    argv += ["--glob", "!.git", "--", "."]
     out: list[str] = []
     async for raw in rg_lines(argv, root, delimiter=b"\0"):
         rel = raw.decode("utf-8", "surrogateescape")
-        out.append(rel[2:] if rel.startswith("./") else rel)
+        rel = rel[2:] if rel.startswith("./") else rel
+        if ".git" not in rel.split("/"):
+            out.append(rel)
     return out
