@@ -9,7 +9,7 @@ properties: rule order never matters, adding an allow never escalates.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 

@@ -90,14 +90,12 @@ async def test_tool_not_in_manifest_is_refused(workspace: Path, make_agent: Call
         assert env.type == "error" and env.error_code == "unknown_tool"
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC TOOL-10 says layer `schema`; pipeline/engine.py reports layer `registry`")
 async def test_unknown_tool_layer_is_schema(workspace: Path, make_agent: Callable[..., Any]) -> None:
     agent = make_agent(workspace, tools=["read"])
     env = await agent.call("nonexistent", {})
     assert env.refusal == {"layer": "schema", "code": "unknown_tool"}
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC Table 4 says permission code `denied`; pipeline/engine.py reports `rule_deny`")
 async def test_rule_refusal_code_is_denied(workspace: Path, make_agent: Callable[..., Any]) -> None:
     (workspace / "a.txt").write_text("a\n")
     agent = make_agent(workspace, rules=[{"permission": "read", "pattern": "*", "action": "deny"}])

@@ -8,7 +8,6 @@ import select
 import shutil
 import socket
 import stat
-import sys
 import tempfile
 import tracemalloc
 from collections.abc import Iterator

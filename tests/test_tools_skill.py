@@ -167,7 +167,7 @@ async def test_manifest_deny_rule_on_skill_tool(tmp_path: Path) -> None:
         extra={"rules": [{"permission": "skill", "pattern": "*", "action": "deny"}]},
     )
     env = await engine.call(engine.open_session(), "skill", {"name": "pdf"})
-    assert env.refusal is not None and env.refusal["code"] == "rule_deny"
+    assert env.refusal is not None and env.refusal["code"] == "denied"
 
 
 async def test_body_cannot_close_the_wrapper() -> None:

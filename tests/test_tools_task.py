@@ -125,7 +125,7 @@ async def test_child_is_limited_by_parent(setup: dict[str, Any]) -> None:
     assert env.data["agent"] == "child"
     assert json.loads(env.data["result"]) == {
         "src/a.txt": "A",
-        "src/secret/k.txt": "permission:rule_deny",  # the parent's manifest deny, pinned in the child
+        "src/secret/k.txt": "permission:denied",  # the parent's manifest deny, pinned in the child
         "docs/d.txt": "capability:out_of_scope",  # only the child declares docs/
     }
     child_engine, child_session, prompt, description = seen[0]
@@ -150,7 +150,7 @@ async def test_general_agent_has_the_parents_capabilities(setup: dict[str, Any])
     env = await engine.call(engine.open_session(), "task", {"description": "d", "prompt": "p"})
     assert env.data["agent"] == "general"
     assert json.loads(env.data["result"]) == {
-        "src/a.txt": "A", "src/secret/k.txt": "permission:rule_deny", "docs/d.txt": "capability:out_of_scope",
+        "src/a.txt": "A", "src/secret/k.txt": "permission:denied", "docs/d.txt": "capability:out_of_scope",
     }
 
 
@@ -160,7 +160,7 @@ async def test_parent_session_denies_are_inherited(setup: dict[str, Any]) -> Non
     session.add_session_rule("read", "{workspace}/src/a.txt", "deny")
     session.add_session_rule("read", "{workspace}/docs/**", "allow")  # allows are not inherited (and cannot widen)
     env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})
-    assert json.loads(env.data["result"]) == {"src/a.txt": "permission:rule_deny"}
+    assert json.loads(env.data["result"]) == {"src/a.txt": "permission:denied"}
 
 
 async def test_unknown_and_broken_agents(setup: dict[str, Any]) -> None:

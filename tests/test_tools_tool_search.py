@@ -75,7 +75,7 @@ async def test_found_tools_become_callable(tmp_path: Path, registry: ToolRegistr
     engine = make_engine(tmp_path, registry)
     session = engine.open_session()
     before = await engine.call(session, "repo_clone", {})
-    assert before.refusal == {"layer": "registry", "code": "unknown_tool"}
+    assert before.refusal == {"layer": "schema", "code": "unknown_tool"}
     env = await engine.call(session, "tool_search", {"query": "clone a git repository"})
     assert env.ok, env.error_text
     assert env.kind == "search"
@@ -128,7 +128,7 @@ async def test_discovered_tool_gains_no_capability(tmp_path: Path, registry: Too
     out = await engine.call(session, "peek", {"path": str(outside)})
     assert out.refusal is not None and out.refusal["layer"] == "capability"
     denied = await engine.call(session, "peek", {"path": "secret/k"})
-    assert denied.refusal is not None and denied.refusal["code"] == "rule_deny"
+    assert denied.refusal is not None and denied.refusal["code"] == "denied"
 
 
 def test_bm25_prefers_rarer_terms_and_shorter_docs() -> None:

@@ -190,7 +190,7 @@ async def test_manifest_deny_rule_on_the_host_wins(tmp_path: Path, servers: list
     engine = make_engine(tmp_path, [host], rules=rules)
     env = await engine.call(engine.open_session(), "web_fetch", {"url": srv.url("/page")})
     assert not env.ok and env.refusal is not None
-    assert env.refusal["layer"] == "permission" and env.refusal["code"] == "rule_deny"
+    assert env.refusal["layer"] == "permission" and env.refusal["code"] == "denied"
     assert srv.hits == []
 
 

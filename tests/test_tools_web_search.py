@@ -236,7 +236,7 @@ async def test_deny_rule_on_provider_host(tmp_path: Path, providers: list[Provid
     engine = make_engine(tmp_path, [p.url], rules=rules)
     env = await engine.call(engine.open_session(), "web_search", {"query": "x"})
     assert env.type == "error" and env.refusal is not None
-    assert env.refusal["layer"] == "permission" and env.refusal["code"] == "rule_deny"
+    assert env.refusal["layer"] == "permission" and env.refusal["code"] == "denied"
     assert p.queries == []
 
 

@@ -180,7 +180,7 @@ class ProcessSurface:
 
     async def run_sandboxed(self, argv: Sequence[str], *, timeout_s: float, sink: "OutputSink") -> "ProcessOutcome":
         if self.environment is None or self.policy is None:
-            raise ToolFailure("environment_unavailable", "no execution environment is configured for this session")
+            raise ToolFailure("unavailable", "no execution environment is configured for this session")
         return await self.environment.run(argv, self.policy, timeout_s=timeout_s, sink=sink)
 
     @staticmethod

@@ -49,11 +49,12 @@ _CHECK = {
     "minProperties": 2,
 }
 _PRED_OBJ = {"type": "object", "properties": _PRED_PROPS, "additionalProperties": False}
+_TEMPLATED = {"type": "string", "pattern": "^\\$\\{[A-Za-z_][A-Za-z0-9_.]*\\}$"}
 _EXPECT = {
     "type": "object",
     "properties": {
-        "outcome": {"enum": ["envelope", "ask", "result", "compile_error"]},
-        "type": {"enum": ["output", "error"]},
+        "outcome": {"anyOf": [{"enum": ["envelope", "ask", "result", "compile_error"]}, _TEMPLATED]},
+        "type": {"anyOf": [{"enum": ["output", "error"]}, _TEMPLATED]},
         "layer": {"type": ["string", "null"]},
         "code": {"type": "string"},
         "kind": {"type": "string"},
@@ -241,6 +242,9 @@ class Case:
             feats.add("rules.session")
         if "watchdog" in self.setup or any("watchdog" in s.get("compile", {}) for s in self.steps):
             feats.add("watchdog.host")
+        manifests = [self.setup.get("manifest")] + [s["compile"].get("manifest") for s in self.steps if "compile" in s]
+        if any(isinstance(m, dict) and "limits" in m for m in manifests):
+            feats.add("limits")
         if any("symlink" in f for f in self.setup.get("files", [])) or any("symlink" in f for s in self.steps for f in s.get("mutate", [])):
             feats.add("symlinks")
         return frozenset(feats)

@@ -35,9 +35,12 @@ def _lookup(name: str, values: Mapping[str, Any]) -> Any:
         raise TemplateError(f"unknown template value ${{{name}}}")
     value = values[head]
     for part in rest.split(".") if rest else ():
-        if not isinstance(value, dict) or part not in value:
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
             raise TemplateError(f"unknown template value ${{{name}}}")
-        value = value[part]
     return value
 
 

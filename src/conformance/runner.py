@@ -185,6 +185,7 @@ class CaseRun:
         self.sessions: set[tuple[str, str]] = set()
         self.pending_ask: str | None = None
         self.signature: list[tuple[Any, ...]] = []
+        self.last_request: dict[str, Any] = {}
 
     def session_mode(self, agent: str, session: str) -> str:
         """A session's mode is the mode of the first call made in it (fixed at creation, ASK-9)."""
@@ -201,6 +202,7 @@ class CaseRun:
         return out
 
     async def _request(self, step: int, op: str, **fields: Any) -> Reply:
+        self.last_request = {"op": op, **{k: v for k, v in fields.items() if k != "manifest"}}
         try:
             reply = await self.client.request(op, **fields)
         except HarnessFault as fault:
@@ -210,6 +212,9 @@ class CaseRun:
         if reply.key == "error":
             raise Outcome("error", f"harness error in {op}: {reply.payload.get('message', '')}", caught_by="harness", step=step, detail=_bounded(reply.payload))
         return reply
+
+    def _detail(self, payload: Any) -> Any:
+        return {"request": _bounded(self.last_request), "reply": _bounded(payload)}
 
     def _judge(self, step: int, label: str, reply: Reply, expect: dict[str, Any], default: str, save: dict[str, str] | None) -> None:
         payload = reply.payload
@@ -237,10 +242,10 @@ class CaseRun:
                 extra = f" ({str(payload.get('message', ''))[:200]})"
             elif outcome == "envelope" and payload.get("type") == "error":
                 extra = f" (error {payload.get('metadata', {}).get('error_code')!r}: {str(payload.get('error_text', ''))[:160]})"
-            raise Outcome("fail", f"step {step} ({label}): expected {want}, got {outcome}{extra}", step=step, detail=_bounded(payload))
+            raise Outcome("fail", f"step {step} ({label}): expected {want}, got {outcome}{extra}", step=step, detail=self._detail(payload))
         fails = check_expectations(payload, expect)
         if fails:
-            raise Outcome("fail", f"step {step} ({label}): " + "; ".join(fails[:4]), step=step, detail=_bounded(payload))
+            raise Outcome("fail", f"step {step} ({label}): " + "; ".join(fails[:4]), step=step, detail=self._detail(payload))
         for name, pointer in (save or {}).items():
             value = resolve(payload, pointer)
             if value is MISSING:

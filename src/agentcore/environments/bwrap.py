@@ -34,11 +34,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
 
 import anyio
 
@@ -104,7 +103,8 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _absolute(p: Path, what: str) -> Path:
+def _absolute(p: Path | str, what: str) -> Path:
+    p = Path(p)
     if not p.is_absolute() or ".." in p.parts:
         raise EnvironmentUnavailable(f"{what} must be an absolute path without '..'")
     return Path(os.path.normpath(p))
@@ -240,6 +240,7 @@ def _validate_env(policy: SandboxPolicy) -> None:
 def build_plan(policy: SandboxPolicy) -> _Plan:
     """The mount arguments for `policy` (everything between the base flags and --clearenv)."""
     cwd = _absolute(policy.cwd, "the working directory")
+    empty = empty_file()  # also creates the private directory, which may need masking below
     roots: list[Path] = []
     for r in policy.write_roots:
         r = _absolute(r, "a write root")
@@ -275,7 +276,6 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
 
     plan = _Plan()
     args = plan.args
-    empty = empty_file()
 
     # -- protected paths and the pins they need ------------------------------
     protect: dict[Path, tuple[bool, bool]] = {}
@@ -312,7 +312,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             raise EnvironmentUnavailable("network 'proxy' needs a proxy socket and a relay script")
         if not 0 < policy.proxy_port < 65536:
             raise EnvironmentUnavailable("the relay port is out of range")
-        sock = _absolute(policy.proxy_socket, "the proxy socket")
+        sock = Path(os.path.realpath(_absolute(policy.proxy_socket, "the proxy socket")))
         relay = Path(os.path.realpath(_absolute(policy.relay_script, "the relay script")))
         try:
             if not stat.S_ISSOCK(os.stat(sock).st_mode):
@@ -325,7 +325,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
         for needed in (sock, relay, python):
             if any(_inside(needed, d) for d in view.denied):
                 raise EnvironmentUnavailable("the network relay or its interpreter is inside a read-denied path")
-        keep.add(Path(os.path.realpath(sock)))
+        keep.add(sock)
         # Bound at their own paths: under a private /tmp bwrap creates them in the tmpfs.
         args += ["--ro-bind", str(sock), str(sock), "--ro-bind", str(relay), str(relay)]
     elif policy.network != "none":
@@ -419,7 +419,7 @@ def _remove_placeholder(p: Path) -> None:
 
 
 def _lock_roots(policy: SandboxPolicy) -> list[Path]:
-    roots = {Path(os.path.realpath(r)) for r in policy.write_roots if r.is_absolute()}
+    roots = {Path(os.path.realpath(r)) for r in policy.write_roots if Path(r).is_absolute()}
     return sorted(roots)
 
 
@@ -519,10 +519,11 @@ class BwrapEnvironment(Environment):
         command = list(argv)
         if policy.network == "proxy":
             env |= proxy_env(policy.proxy_port)
-            assert policy.proxy_socket is not None and policy.relay_script is not None
+            if policy.proxy_socket is None or policy.relay_script is None:
+                raise EnvironmentUnavailable("network 'proxy' needs a proxy socket and a relay script")
             command = [
                 str(_python()), "-I", "-S", "-c", _LAUNCHER,
-                str(policy.proxy_socket), str(policy.proxy_port), os.path.realpath(policy.relay_script), "--", *command,
+                os.path.realpath(policy.proxy_socket), str(policy.proxy_port), os.path.realpath(policy.relay_script), "--", *command,
             ]
         out = [bwrap_binary(), *BASE_FLAGS, *BASE_MOUNTS, *plan.args, "--clearenv"]
         for key in sorted(env):

@@ -27,7 +27,7 @@ from ..rules.engine import Decision, Subject
 from ..rules.model import CompiledRule
 from ..runtime import ProcessSurface, Runtime, ScopedFS
 from ..session import Session
-from ..tools.base import CallContext, Tool
+from ..tools.base import CallContext, Tool, ToolResult
 from ..tools.registry import ToolRegistry, default_registry
 from .broker import HEADLESS_ASK_TEXT, AskBroker, AskRequest, HeadlessBroker
 from .capability import CapabilityResult, check_capabilities
@@ -43,6 +43,10 @@ class CallTrace:
 
     def add(self, layer: str, decision: str, **info: Any) -> None:
         self.layers.append({"layer": layer, "decision": decision, **info})
+
+
+# Tools that apply their own output limit (TRUNC-1); every other tool is truncated generically.
+_OWN_TRUNCATION = frozenset({"read", "glob", "grep", "bash", "web_fetch", "task"})
 
 
 def exact_pattern(subject: Subject) -> str:
@@ -148,8 +152,8 @@ class Engine:
     async def _call(self, session: Session, tool_id: str, args: Any, call_id: str, trace: CallTrace, *, execute: bool) -> Envelope:
         tool = self._tool(session, tool_id)
         if tool is None:
-            trace.add("registry", "deny", code="unknown_tool")
-            return self._refuse(None, tool_id, "registry", "unknown_tool", "this tool is not enabled for the agent")
+            trace.add("schema", "deny", code="unknown_tool")
+            return self._refuse(None, tool_id, "schema", "unknown_tool", "this tool is not enabled for the agent")
         if session.closed:
             return self._refuse(tool, tool_id, "session", "session_closed", "the session is closed")
 
@@ -261,6 +265,27 @@ class Engine:
         # 6. execution
         return await self._execute(tool, tool_id, args, cap, session, call_id)
 
+    @staticmethod
+    def _truncate_generic(result: ToolResult, runtime: Runtime) -> ToolResult:
+        """Tools without their own limit: compact JSON of `data` beyond `limits.default_bytes` goes to a sidecar (TRUNC-4)."""
+        limit = runtime.limits.default_bytes
+        text = json.dumps(result.data, ensure_ascii=False, separators=(",", ":"), default=str)
+        encoded = text.encode("utf-8", "surrogatepass")
+        if len(encoded) <= limit:
+            return result
+        spool = runtime.byte_spool(limit)
+        try:
+            spool.write_sync(encoded)
+        finally:
+            spool.close()
+        return ToolResult(
+            data={"head": spool.head_text()},
+            truncated=True,
+            output_path=str(spool.path) if spool.path else None,
+            extra=result.extra,
+            ui=result.ui,
+        )
+
     def _environment_check(self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, trace: CallTrace) -> Envelope | None:
         if not (tool_id == "bash" or getattr(tool, "needs_environment", False)):
             return None
@@ -275,7 +300,7 @@ class Engine:
                 env_info["command_line"] = environment.command_line(tool.command_argv(args), policy)
         except EnvironmentUnavailable as exc:
             trace.add("environment", "deny", reason=exc.reason)
-            return self._refuse(tool, tool_id, "environment", "environment_unavailable", f"the execution environment cannot run this call: {exc.reason}")
+            return self._refuse(tool, tool_id, "environment", "unavailable", f"the execution environment cannot run this call: {exc.reason}")
         trace.add("environment", "allow", **env_info)
         return None
 
@@ -290,7 +315,7 @@ class Engine:
             tool,
             tool_id,
             "permission",
-            "rule_deny",
+            "denied",
             text,
             scope=rule.scope if rule else None,
             rule_index=rule.index if rule else None,
@@ -323,7 +348,10 @@ class Engine:
         except TimeoutError:
             failure = self._refuse(tool, tool_id, "limit", "timeout", "the tool did not finish within its time limit")
         except ToolFailure as exc:
-            failure = Envelope(type="error", error_text=exc.message, kind=tool.kind, tool=tool_id, error_code=exc.code)
+            if exc.code == "symlink_race":  # the tree changed under the check: a capability refusal after all
+                failure = self._refuse(tool, tool_id, "capability", exc.code, exc.message)
+            else:
+                failure = Envelope(type="error", error_text=exc.message, kind=tool.kind, tool=tool_id, error_code=exc.code)
         except Refusal as exc:
             failure = self._refuse(tool, tool_id, exc.layer, exc.code, exc.message)
         except Exception as exc:  # a tool bug must still end in an envelope
@@ -341,6 +369,8 @@ class Engine:
         if failure is not None:
             return failure
         assert result is not None
+        if not result.truncated and result.output_path is None and tool_id not in _OWN_TRUNCATION:
+            result = self._truncate_generic(result, runtime)
         return Envelope(
             type="output",
             data=result.data,

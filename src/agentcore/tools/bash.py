@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from ..access import Access, ShellAccess
-from ..errors import ToolFailure
+from ..errors import Refusal
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -80,7 +80,7 @@ class BashTool(Tool):
 
         relay = Path(__file__).resolve().parent.parent / "net" / "relay.py"
         if not relay.is_file():
-            raise ToolFailure("environment_unavailable", "the network relay is missing; refusing to run with network access")
+            raise Refusal("environment", "unavailable", "the network relay is missing; refusing to run with network access")
         # Unix socket paths are limited to ~108 bytes: keep the directory short (mode 0700 from mkdtemp).
         sock_dir = Path(tempfile.mkdtemp(prefix="acp-", dir="/tmp"))
         sock = sock_dir / "proxy.sock"

@@ -1,0 +1,551 @@
+#!/usr/bin/env node
+// A second, independent implementation of part of SPEC.md, speaking the
+// conformance harness protocol (HARNESS.md) over stdin/stdout.
+//
+// Implemented: manifest compile (requires, variables, rules), the rule
+// engine of PERM-9/PERM-10, the capability check for paths (CAP-5/6/8),
+// headless and interactive ask resolution, and the tools read, write and
+// glob on plain files. Everything else is declared unsupported: calls are
+// gated by features, and a manifest enabling other tools gets a `skip`.
+// Node 20, no dependencies.
+
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import readline from "node:readline";
+
+const PROTOCOL = 1;
+const LOCKED = ["read", "write", "edit", "glob", "grep", "bash", "todo", "task", "question", "web_search", "web_fetch", "skill", "tool_search"];
+const SUPPORTED = new Set(["read", "write", "glob"]);
+const KINDS = { read: "read", write: "edit", edit: "edit", glob: "search", grep: "search", tool_search: "search", bash: "execute", web_search: "fetch", web_fetch: "fetch", skill: "think", todo: "other", task: "other", question: "other" };
+const CAPS = new Set(["fs.read", "fs.write", "net.fetch", "shell.run"]);
+const HEADLESS_TEXT = "Permission required but this run is headless; the call was not performed.";
+const READ_LIMIT = 200 * 1024;
+const TEXT_BOUND = 8 * 1024 * 1024;
+const PROTECTED_NAMES = new Set([".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules", ".gitattributes", ".mcp.json"]);
+const PROTECTED_DIRS = new Set([".vscode", ".idea", ".zed", ".agentcore"]);
+
+class CompileError extends Error {}
+class Refusal extends Error {
+  constructor(layer, code, message) { super(message); this.layer = layer; this.code = code; }
+}
+class ToolError extends Error {
+  constructor(code, message) { super(message); this.code = code; }
+}
+
+// ---------------------------------------------------------------- patterns (REQ-3..7)
+
+function isWild(ch) { return ch === "*" || ch === "?" || ch === "["; }
+
+function escapeGlob(text) { return text.replace(/[\\*?[\]{}]/g, (c) => "\\" + c); }
+
+// One component of a path pattern -> regex source; returns [source, literalCount, hasWildcard].
+function componentRegex(comp) {
+  if (comp === "**") return [null, 0, true];
+  let out = "", literal = 0, wild = false;
+  for (let i = 0; i < comp.length; i++) {
+    const c = comp[i];
+    if (c === "\\" && i + 1 < comp.length) { out += escapeRe(comp[++i]); literal++; }
+    else if (c === "*") { wild = true; while (comp[i + 1] === "*") i++; out += "[^/]*"; }
+    else if (c === "?") { wild = true; out += "[^/]"; }
+    else if (c === "[") {
+      const end = comp.indexOf("]", i + 2);
+      if (end < 0) { out += "\\["; literal++; continue; }
+      let body = comp.slice(i + 1, end);
+      let neg = false;
+      if (body[0] === "!" || body[0] === "^") { neg = true; body = body.slice(1); }
+      body = body.replace(/\\/g, "\\\\").replace(/]/g, "\\]");
+      out += neg ? `[^/${body}]` : `[${body}]`;
+      wild = true;
+      i = end;
+    } else { out += escapeRe(c); literal++; }
+  }
+  return [out, literal, wild];
+}
+
+function escapeRe(c) { return c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&"); }
+
+// An absolute path pattern compiled for matching canonical paths.
+function compilePathPattern(text) {
+  if (!text.startsWith("/")) throw new CompileError(`path pattern is not absolute: ${text}`);
+  const comps = text.split("/").filter((c) => c !== "");
+  let src = "", literal = comps.length, wild = false;
+  for (const c of comps) {
+    if (c === "." || c === "..") throw new CompileError("a path pattern may not contain . or .. components");
+    const [re, lit, w] = componentRegex(c);
+    wild = wild || w;
+    if (re === null) src += "(?:/[^/]+)*";
+    else { src += "/" + re; literal += lit; }
+  }
+  if (src === "") src = "/";
+  return { text: "/" + comps.join("/"), re: new RegExp("^" + src + "$", "u"), literal, exact: !wild };
+}
+
+// -------------------------------------------------------------------- variables (VAR)
+
+const VAR_RE = /(?<!\\)\{([^{}]*)\}/g;
+
+function expand(pattern, bindings, where) {
+  const names = [...pattern.matchAll(VAR_RE)].map((m) => m[1]);
+  for (const n of names) if (!["workspace", "ad-hoc", "user-data"].includes(n)) throw new CompileError(`unknown variable {${n}} in ${where}`);
+  if (names.length === 0) return [pattern];
+  let results = [pattern];
+  for (const n of names) {
+    const vals = bindings[n] || [];
+    if (vals.length === 0) return [];
+    const next = [];
+    for (const r of results) for (const v of vals) next.push(r.replace(`{${n}}`, escapeGlob(v)));
+    results = next;
+  }
+  return results;
+}
+
+function anchorPattern(text, workspace, where) {
+  let t = text;
+  if (!t.startsWith("/")) {
+    if (!workspace) throw new CompileError(`relative pattern without a workspace in ${where}`);
+    t = workspace + "/" + t;
+  }
+  return compilePathPattern(t);
+}
+
+// ------------------------------------------------------------------------- manifest
+
+const MANIFEST_KEYS = new Set(["name", "description", "tools", "requires", "rules", "limits", "roots", "environment", "watchdog", "agents", "skills", "web_search"]);
+const REQ_KEYS = new Set(["fs", "net", "shell", "capabilities"]);
+
+function checkStrings(list, where) {
+  if (list === undefined) return [];
+  if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) throw new CompileError(`${where} must be a list of strings`);
+  return list;
+}
+
+function compileRules(rules, scope, bindings, workspace, knownCaps) {
+  const out = [];
+  (rules || []).forEach((r, index) => {
+    if (typeof r !== "object" || r === null || typeof r.permission !== "string" || typeof r.pattern !== "string" || !["allow", "deny", "ask"].includes(r.action)) throw new CompileError(`${scope} rule #${index + 1} needs permission, pattern and action allow|deny|ask`);
+    const p = r.permission;
+    if (p !== "*" && !knownCaps.has(p) && !CAPS.has(p) && !LOCKED.includes(p)) throw new CompileError(`rule permission ${p} is not a tool, a capability or *`);
+    const rank = p === "*" ? 0 : p.includes(".") ? 1 : 2;
+    for (const text of expand(r.pattern, bindings, `${scope} rule #${index + 1}`)) {
+      let path = null;
+      if (text !== "*") {
+        try { path = anchorPattern(text, workspace, "rule"); }
+        catch (e) { if ((p === "fs.read" || p === "fs.write") && e instanceof CompileError) throw e; path = null; }
+      }
+      out.push({ scope, index, permission: p, action: r.action, star: text === "*", path });
+    }
+  });
+  return out;
+}
+
+function compileManifest(m, workspace, bindings) {
+  if (typeof m !== "object" || m === null) throw new CompileError("manifest must be an object");
+  for (const k of Object.keys(m)) if (!MANIFEST_KEYS.has(k)) throw new CompileError(`unknown manifest key ${k}`);
+  if (typeof m.name !== "string" || !m.name) throw new CompileError("manifest needs a name");
+  const tools = checkStrings(m.tools, "tools");
+  for (const t of tools) if (!LOCKED.includes(t)) throw new CompileError(`unknown tool ${t}`);
+  if (new Set(tools).size !== tools.length) throw new CompileError("a tool is listed twice");
+  const req = m.requires || {};
+  if (typeof req !== "object") throw new CompileError("requires must be an object");
+  for (const k of Object.keys(req)) if (!REQ_KEYS.has(k)) throw new CompileError(`unknown requires key ${k}`);
+  const fsReq = req.fs || {};
+  for (const k of Object.keys(fsReq)) if (k !== "read" && k !== "write") throw new CompileError(`unknown requires.fs key ${k}`);
+  const net = req.net || {};
+  for (const k of Object.keys(net)) if (k !== "hosts") throw new CompileError(`unknown requires.net key ${k}`);
+  const hosts = checkStrings(net.hosts, "requires.net.hosts");
+  for (const h of hosts) if (h === "*" || /[{}\/@]/.test(h) || h.includes("://")) throw new CompileError("invalid host pattern");
+  const caps = checkStrings(req.capabilities, "requires.capabilities");
+  for (const c of caps) if (!/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/.test(c)) throw new CompileError(`invalid capability name ${c}`);
+  const paths = (key) => {
+    const out = [];
+    for (const raw of checkStrings(fsReq[key], `requires.fs.${key}`)) for (const t of expand(raw, bindings, `requires.fs.${key}`)) out.push(anchorPattern(t, workspace, `requires.fs.${key}`));
+    return out;
+  };
+  const fsRead = paths("read"), fsWrite = paths("write");
+  const knownCaps = new Set(caps);
+  const rules = compileRules(m.rules, "manifest", bindings, workspace, knownCaps);
+  return { tools, fsRead, fsWrite, hosts, caps, rules, knownCaps, limits: m.limits || {} };
+}
+
+// --------------------------------------------------------------------- rules (PERM)
+
+const RANK = { allow: 0, ask: 1, deny: 2 };
+
+function ruleMatches(rule, subject) {
+  if (rule.permission !== "*" && rule.permission !== subject.tool && rule.permission !== subject.capability) return null;
+  if (rule.star) return [0, 0, rule.permission === "*" ? 0 : rule.permission.includes(".") ? 1 : 2];
+  if (subject.value === "" || subject.kind !== "path" || rule.path === null) return null;
+  if (!rule.path.re.test(subject.value)) return null;
+  return [rule.path.exact ? 1 : 0, rule.path.literal, rule.permission === "*" ? 0 : rule.permission.includes(".") ? 1 : 2];
+}
+
+function cmpSpec(a, b) { for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] - b[i]; return 0; }
+
+function decide(rules, subject) {
+  const applicable = [];
+  for (const r of rules) {
+    const spec = ruleMatches(r, subject);
+    if (spec) applicable.push([spec, r]);
+  }
+  const pinned = applicable.find(([, r]) => r.scope === "manifest" && r.action === "deny");
+  if (pinned) return { action: "deny", rule: pinned[1] };
+  if (applicable.length === 0) return { action: "ask", rule: null };
+  let best = applicable[0][0];
+  for (const [s] of applicable) if (cmpSpec(s, best) > 0) best = s;
+  const tied = applicable.filter(([s]) => cmpSpec(s, best) === 0).map(([, r]) => r);
+  const action = tied.reduce((a, r) => (RANK[r.action] > RANK[a] ? r.action : a), "allow");
+  const order = { manifest: 0, project: 1, session: 2 };
+  const rule = tied.filter((r) => r.action === action).sort((a, b) => order[a.scope] - order[b.scope] || a.index - b.index)[0];
+  return { action, rule };
+}
+
+// ------------------------------------------------------------------ paths (CAP-5..8)
+
+function canonicalize(raw, workspace) {
+  if (raw === "" || raw.includes("\0")) throw new Refusal("capability", "bad_path", "the path is empty or contains NUL");
+  let p = raw;
+  if (p.startsWith("~/")) p = os.homedir() + p.slice(1);
+  if (!p.startsWith("/")) {
+    if (!workspace) throw new Refusal("capability", "no_workspace", "there is no workspace, so no path can be resolved");
+    p = workspace + "/" + p;
+  }
+  const parts = p.split("/");
+  let cur = "/";
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i];
+    if (part === "" || part === ".") continue;
+    if (part === "..") { cur = path.dirname(cur); continue; }
+    const cand = path.join(cur, part);
+    let st;
+    try { st = fs.lstatSync(cand); }
+    catch (e) {
+      if (e.code !== "ENOENT") throw new Refusal("capability", "unresolvable", "a path component cannot be read");
+      const rest = parts.slice(i).filter((x) => x !== "" && x !== ".");
+      if (rest.includes("..")) throw new Refusal("capability", "unresolvable", "'..' below a missing directory");
+      return path.join(cur, ...rest);
+    }
+    if (st.isSymbolicLink()) {
+      try { cur = fs.realpathSync(cand); }
+      catch { throw new Refusal("capability", "unresolvable", "a symlink is dangling or loops"); }
+    } else cur = cand;
+  }
+  return cur;
+}
+
+function isProtected(p) {
+  const parts = p.split("/").filter(Boolean);
+  if (parts.length && PROTECTED_NAMES.has(parts[parts.length - 1])) return true;
+  for (let i = 0; i < parts.length; i++) {
+    if (PROTECTED_DIRS.has(parts[i])) return true;
+    if (parts[i] === ".git") {
+      const rest = parts.slice(i + 1);
+      if (rest[0] === "hooks" || (rest[0] === "config" && rest.length === 1) || (rest[0] === "info" && rest[1] === "attributes")) return true;
+    }
+  }
+  return false;
+}
+
+function within(child, root) { return child === root || child.startsWith(root.endsWith("/") ? root : root + "/"); }
+
+// ------------------------------------------------------------------- tool schemas
+
+const SCHEMAS = {
+  read: { required: ["path"], props: { path: ["string", 1], offset: ["integer", 1], limit: ["integer", 1], byte_offset: ["integer", 0], byte_length: ["integer", 1] } },
+  write: { required: ["path", "content"], props: { path: ["string", 1], content: ["string", 0] } },
+  glob: { required: ["pattern"], props: { pattern: ["string", 1], path: ["string", 1] } },
+};
+
+function validate(tool, args) {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return "/: type (must be an object)";
+  const s = SCHEMAS[tool];
+  for (const k of s.required) if (!(k in args)) return `/${k}: required`;
+  for (const [k, v] of Object.entries(args)) {
+    const spec = s.props[k];
+    if (!spec) return `/${k}: additionalProperties`;
+    const [type, min] = spec;
+    if (type === "string" && typeof v !== "string") return `/${k}: type`;
+    if (type === "integer" && !Number.isInteger(v)) return `/${k}: type`;
+    if (type === "string" && v.length < min) return `/${k}: minLength`;
+    if (type === "integer" && v < min) return `/${k}: minimum`;
+  }
+  if (tool === "read" && ("offset" in args || "limit" in args) && ("byte_offset" in args || "byte_length" in args)) return "/: a line window and a byte window cannot be combined (not)";
+  if (tool === "glob" && (args.pattern.startsWith("/") || args.pattern.split("/").includes(".."))) return "/pattern: pattern";
+  return null;
+}
+
+// ------------------------------------------------------------------------- tools
+
+function decodeText(buf) {
+  try { return new TextDecoder("utf-8", { fatal: true }).decode(buf); }
+  catch { throw new ToolError("binary", "the file is not valid UTF-8 text"); }
+}
+
+function openFile(p) {
+  let st;
+  try { st = fs.lstatSync(p); } catch { throw new ToolError("not_found", "the file does not exist"); }
+  if (st.isDirectory()) throw new ToolError("is_directory", "the path is a directory");
+  if (!st.isFile()) throw new ToolError("not_regular", "the path is not a regular file");
+  return st;
+}
+
+// Largest end <= limit that does not cut a UTF-8 sequence.
+function charBoundary(buf, end) {
+  let e = Math.min(end, buf.length);
+  while (e > 0 && e < buf.length && (buf[e] & 0xc0) === 0x80) e--;
+  return e;
+}
+
+function toolRead(args, p, limits) {
+  const st = openFile(p);
+  const limit = limits.read_bytes || READ_LIMIT;
+  const bound = limits.text_bytes || TEXT_BOUND;
+  const windowed = ["offset", "limit", "byte_offset", "byte_length"].some((k) => k in args);
+  if (st.size > bound && !windowed) throw new Refusal("limit", "too_large", "the file is larger than the text-size bound; read a window");
+  const buf = fs.readFileSync(p);
+  if (buf.subarray(0, 8192).includes(0)) throw new ToolError("binary", "the file contains NUL bytes");
+  if ("byte_offset" in args || "byte_length" in args) {
+    let start = args.byte_offset || 0;
+    const want = Math.min(args.byte_length || limit, limit);
+    if (start >= buf.length) return { data: { path: p, content: "", byte_offset: buf.length, byte_length: 0, total_bytes: buf.length } };
+    // Narrow the requested window [start, start + want) to character boundaries (FILE-4).
+    const end = charBoundary(buf, start + want);
+    while (start < end && (buf[start] & 0xc0) === 0x80) start++;
+    return { data: { path: p, content: decodeText(buf.subarray(start, end)), byte_offset: start, byte_length: end - start, total_bytes: buf.length }, truncated: (args.byte_length || 0) > limit };
+  }
+  const text = decodeText(buf);
+  const lines = text.length ? text.split(/(?<=\n)/) : [];
+  const first = args.offset || 1, count = args.limit || 2000;
+  let content = "", used = 0, last = first - 1, cut = false;
+  for (let n = first; n < first + count && n <= lines.length; n++) {
+    const line = lines[n - 1];
+    const size = Buffer.byteLength(line);
+    if (used + size > limit) {
+      cut = true;
+      if (n === first) { const b = Buffer.from(line); content = b.subarray(0, charBoundary(b, limit)).toString(); last = n; }
+      break;
+    }
+    content += line; used += size; last = n;
+  }
+  const next = last < lines.length && lines.length > 0 && first <= lines.length ? last + 1 : null;
+  return { data: { path: p, content, start_line: first, end_line: last, total_lines: lines.length, next_offset: next }, truncated: cut };
+}
+
+function toolWrite(args, p, agent) {
+  const data = Buffer.from(args.content, "utf-8");
+  if (data.length > (agent.m.limits.text_bytes || TEXT_BOUND)) throw new Refusal("limit", "too_large", "content is larger than the text-size bound");
+  let mode = null, created = true;
+  try {
+    const st = fs.lstatSync(p);
+    if (st.isDirectory()) throw new ToolError("is_directory", "the path is a directory");
+    if (!st.isFile()) throw new ToolError("not_regular", "the path is not a regular file");
+    mode = st.mode & 0o7777; created = false;
+  } catch (e) { if (e instanceof ToolError) throw e; }
+  const missing = [];
+  for (let d = path.dirname(p); !fs.existsSync(d); d = path.dirname(d)) missing.unshift(d);
+  for (const d of missing) if (!agent.m.fsWrite.some((pat) => pat.re.test(d)) || isProtected(d)) throw new ToolError("out_of_scope", "a missing parent directory is outside fs.write");
+  for (const d of missing) fs.mkdirSync(d);
+  const tmp = path.join(path.dirname(p), `.${path.basename(p)}.${process.pid}.${Date.now()}.tmp`);
+  const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode === null ? 0o666 : 0o600);
+  try { fs.writeSync(fd, data); fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+  if (mode !== null) fs.chmodSync(tmp, mode);
+  fs.renameSync(tmp, p);
+  return { data: { path: p, bytes_written: data.length, created } };
+}
+
+function toolGlob(args, root, agent, session) {
+  let st;
+  try { st = fs.lstatSync(root); } catch { throw new ToolError("not_found", "the search root does not exist"); }
+  if (!st.isDirectory()) throw new ToolError("not_a_directory", "path is not a directory");
+  const pat = compilePathPattern("/" + args.pattern);
+  const found = [];
+  const walk = (dir, rel) => {
+    for (const ent of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, ent.name), r = rel ? rel + "/" + ent.name : ent.name;
+      if (ent.isDirectory()) { if (ent.name !== ".git") walk(full, r); }
+      else if (ent.isFile() && pat.re.test("/" + r) && agent.m.fsRead.some((p) => p.re.test(full))) {
+        const d = decide(rulesOf(agent, session), { tool: "glob", capability: "fs.read", kind: "path", value: full });
+        if (d.action !== "deny") found.push(full);
+      }
+    }
+  };
+  walk(root, "");
+  found.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  return { data: { paths: found, total: found.length } };
+}
+
+// ----------------------------------------------------------------------- the harness
+
+const state = { agents: new Map(), sessions: new Map(), pending: null };
+
+function rulesOf(agent, session) { return [...agent.m.rules, ...agent.project, ...session.rules]; }
+
+function envelope(tool, started, body) {
+  const meta = { duration_ms: Math.max(0, Math.round(performance.now() - started)), tool, kind: KINDS[tool] || "other" };
+  if (body.error) {
+    const e = body.error;
+    meta.error_code = e.code;
+    if (e instanceof Refusal) meta.refusal = { layer: e.layer, code: e.code, ...(e.scope ? { scope: e.scope, rule_index: e.rule_index } : {}) };
+    return { type: "error", error_text: e.message, metadata: meta };
+  }
+  if (body.truncated) meta.truncated = true;
+  return { type: "output", data: body.data, metadata: meta };
+}
+
+function subjectsFor(tool, args, agent) {
+  const ws = agent.workspace;
+  if (!ws) throw new Refusal("capability", "no_workspace", "there is no workspace, so no path can be resolved");
+  const target = tool === "glob" ? (args.path || ws || "") : args.path;
+  if (tool === "glob" && !target) throw new Refusal("capability", "no_workspace", "there is no workspace, so no path can be resolved");
+  const p = canonicalize(target, ws);
+  const mode = tool === "write" ? "write" : "read";
+  const scope = mode === "write" ? agent.m.fsWrite : agent.m.fsRead;
+  let ok = scope.some((pat) => pat.re.test(p));
+  if (!ok && tool === "glob") ok = scope.some((pat) => within(literalBase(pat.text), p));
+  if (!ok) {
+    if (scope.length === 0) throw new Refusal("capability", "empty_scope", `path: the manifest grants no fs.${mode} scope`);
+    throw new Refusal("capability", "out_of_scope", `path: the path is outside the fs.${mode} scope`);
+  }
+  if (mode === "write" && isProtected(p)) throw new Refusal("capability", "protected", "path: writing this path is never allowed");
+  return { resolved: p, subjects: [{ tool, capability: `fs.${mode}`, kind: "path", value: p }] };
+}
+
+function literalBase(text) {
+  const comps = text.split("/").filter(Boolean);
+  const out = [];
+  for (const c of comps) { if ([...c].some(isWild) || c.includes("\\")) break; out.push(c); }
+  return "/" + out.join("/");
+}
+
+function execute(tool, args, resolved, agent, session) {
+  if (tool === "read") return toolRead(args, resolved, agent.m.limits);
+  if (tool === "write") return toolWrite(args, resolved, agent);
+  return toolGlob(args, resolved, agent, session);
+}
+
+function finish(call, started) {
+  try { return { envelope: envelope(call.tool, started, execute(call.tool, call.args, call.resolved, call.agent, call.session)) }; }
+  catch (e) {
+    if (e instanceof ToolError || e instanceof Refusal) return { envelope: envelope(call.tool, started, { error: e }) };
+    return { envelope: envelope(call.tool, started, { error: new ToolError("internal_error", "internal error") }) };
+  }
+}
+
+function opCall(req) {
+  const agent = state.agents.get(req.agent);
+  if (!agent) return { error: { message: "unknown agent" } };
+  const session = openSession(req, agent);
+  if (session.error) return session;
+  const tool = req.tool, args = req.args ?? {};
+  const started = performance.now();
+  if (!agent.m.tools.includes(tool)) return { envelope: envelope(tool, started, { error: new Refusal("schema", "unknown_tool", "this tool is not enabled for the agent") }) };
+  if (!SUPPORTED.has(tool)) return { skip: { reason: `tool ${tool} is not implemented by this harness` } };
+  const problem = validate(tool, args);
+  if (problem) return { envelope: envelope(tool, started, { error: new Refusal("schema", "invalid_arguments", `invalid arguments: ${problem}`) }) };
+  let checked;
+  try { checked = subjectsFor(tool, args, agent); }
+  catch (e) { if (e instanceof Refusal) return { envelope: envelope(tool, started, { error: e }) }; throw e; }
+  const decisions = checked.subjects.map((s) => decide(rulesOf(agent, session), s));
+  const worst = decisions.reduce((a, d) => (RANK[d.action] > RANK[a.action] ? d : a), decisions[0]);
+  const call = { tool, args, resolved: checked.resolved, subjects: checked.subjects, agent, session, started };
+  if (worst.action === "deny") {
+    const e = new Refusal("permission", "denied", `denied by ${worst.rule.scope} rule #${worst.rule.index + 1}`);
+    e.scope = worst.rule.scope; e.rule_index = worst.rule.index;
+    return { envelope: envelope(tool, started, { error: e }) };
+  }
+  if (worst.action === "ask") {
+    if (session.mode === "headless") return { envelope: envelope(tool, started, { error: new Refusal("ask", "headless", HEADLESS_TEXT) }) };
+    state.pending = { id: `ask-${Date.now()}`, call };
+    return { ask: { id: state.pending.id, type: "permission", tool, kind: KINDS[tool], layer: "permission", subjects: checked.subjects.map((s) => `${s.capability} ${s.value}`), options: ["allow_once", "allow_always", "reject_once", "reject_always"] } };
+  }
+  return finish(call, started);
+}
+
+function opAnswer(req) {
+  const p = state.pending;
+  if (!p || p.id !== req.ask) return { error: { message: "no pending ask with that id" } };
+  state.pending = null;
+  const { call } = p;
+  const choice = req.choice;
+  if (choice === "allow_always" || choice === "reject_always") {
+    const action = choice === "allow_always" ? "allow" : "deny";
+    for (const s of call.subjects) {
+      const exact = s.value === "" ? "*" : escapeGlob(s.value);
+      call.session.rules.push(...compileRules([{ permission: s.tool, pattern: exact, action }], "session", {}, call.agent.workspace, call.agent.m.knownCaps).map((r) => ({ ...r, index: call.session.rules.length })));
+    }
+  }
+  if (choice === "allow_once" || choice === "allow_always") return finish(call, call.started);
+  if (choice === "reject_once" || choice === "reject_always") return { envelope: envelope(call.tool, call.started, { error: new Refusal("ask", "rejected", "the user declined this call") }) };
+  return { error: { message: "choice must be allow_once, allow_always, reject_once or reject_always" } };
+}
+
+function openSession(req, agent) {
+  let s = state.sessions.get(req.session);
+  const mode = req.mode || "headless";
+  if (!s) { s = { agent: req.agent, mode, rules: [] }; state.sessions.set(req.session, s); }
+  else if (s.mode !== mode) return { error: { message: "a session's mode cannot change" } };
+  return s;
+}
+
+function bindingsFor(workspace, b) {
+  return { workspace: workspace ? [workspace] : [], "ad-hoc": (b["ad-hoc"] || []).map((p) => fs.realpathSync(p)), "user-data": b["user-data"] ? [fs.realpathSync(b["user-data"])] : [] };
+}
+
+function opCompile(req) {
+  const workspace = req.workspace ? fs.realpathSync(req.workspace) : null;
+  const bindings = bindingsFor(workspace, req.bindings || {});
+  if (req.watchdog) return { skip: { reason: "host watchdogs are not supported" } };
+  let m;
+  try { m = compileManifest(req.manifest, workspace, bindings); }
+  catch (e) { if (e instanceof CompileError) return { result: { compile_error: { message: e.message } } }; throw e; }
+  const unsupported = m.tools.filter((t) => !SUPPORTED.has(t));
+  if (unsupported.length) return { skip: { reason: `tools not implemented by this harness: ${unsupported.join(", ")}` } };
+  for (const [name, s] of state.sessions) if (s.agent === req.agent) state.sessions.delete(name);
+  state.agents.set(req.agent, { m, workspace, bindings, project: [] });
+  return {
+    result: {
+      effective: { fs: { read: m.fsRead.map((p) => p.text), write: m.fsWrite.map((p) => p.text) }, net: { hosts: m.hosts }, shell: [], capabilities: m.caps },
+      tools: Object.fromEntries(m.tools.map((t) => [t, { kind: KINDS[t] }])),
+    },
+  };
+}
+
+function opSetRules(req) {
+  const agent = state.agents.get(req.agent);
+  if (!agent) return { error: { message: "unknown agent" } };
+  let rules;
+  try { rules = compileRules(req.rules, req.scope, agent.bindings, agent.workspace, agent.m.knownCaps); }
+  catch (e) { if (e instanceof CompileError) return { result: { compile_error: { message: e.message } } }; throw e; }
+  if (req.scope === "project") agent.project = rules;
+  else {
+    const s = openSession(req, agent);
+    if (s.error) return s;
+    s.rules.push(...rules);
+  }
+  return { result: {} };
+}
+
+function handle(req) {
+  switch (req.op) {
+    case "start":
+      return { result: { protocol: PROTOCOL, implementation: { name: "node-mini", version: "0.1.0", language: "javascript", spec_version: "1" }, features: ["tool.read", "tool.write", "tool.glob", "interactive", "rules.project", "rules.session", "symlinks", "bindings"] } };
+    case "reset": state.agents.clear(); state.sessions.clear(); state.pending = null; return { result: {} };
+    case "compile": return opCompile(req);
+    case "set_rules": return opSetRules(req);
+    case "call": return opCall(req);
+    case "answer": return opAnswer(req);
+    case "close": state.sessions.delete(req.session); state.pending = null; return { result: {} };
+    default: return { error: { message: `unknown op ${req.op}` } };
+  }
+}
+
+const rl = readline.createInterface({ input: process.stdin, terminal: false });
+rl.on("line", (line) => {
+  if (!line.trim()) return;
+  let req;
+  try { req = JSON.parse(line); } catch { process.stdout.write(JSON.stringify({ seq: null, error: { message: "request is not valid JSON" } }) + "\n"); return; }
+  let reply;
+  try { reply = handle(req); }
+  catch (e) { reply = { error: { message: `${e.name} in ${req.op}`, details: String(e.stack || e).slice(0, 2000) } }; }
+  process.stdout.write(JSON.stringify({ seq: req.seq, ...reply }) + "\n");
+});
