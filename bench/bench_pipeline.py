@@ -1,14 +1,21 @@
 """Pipeline overhead per no-op call, with 10 and with 1,000 rules.
 
-Anchor: the same no-op tool's `execute` called directly (no pipeline), in
-the same run. Reports medians in microseconds and the ratio to the anchor.
-Targets (issue 2): <= 100 us median with 10 rules, <= 200 us with 1,000.
+Measured side: `Engine.call(session, "noop", {"path": "src/main.py"})` for a
+tool whose `execute` does nothing but whose one path access makes every
+stage (schema, capability, rules, default watchdog, execution scopes,
+envelope) do its real work. Anchor, in the same run and interleaved: the
+same tool's `execute` awaited directly. Overhead = median(call) - median(anchor).
+
+Targets: overhead <= 100 us (10 rules) and <= 200 us (1,000 rules).
+The 1,000-rule manifest mixes tools, capabilities and actions with literal
+prefixes (realistic); an extra informational case uses 1,000 rules that all
+start with a wildcard, so the rule engine's literal-prefix filter cannot skip
+any of them (worst case).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -17,11 +24,17 @@ from typing import Any
 
 import anyio
 
-from agentcore.access import FsAccess
-from agentcore.manifest import load_manifest
-from agentcore.pipeline.engine import Engine
-from agentcore.tools.base import Tool, ToolResult
-from agentcore.tools.registry import build_registry
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import emit, figure, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
+
+from agentcore.access import FsAccess  # noqa: E402
+from agentcore.manifest import load_manifest  # noqa: E402
+from agentcore.pipeline.engine import Engine  # noqa: E402
+from agentcore.tools.base import Tool, ToolResult  # noqa: E402
+from agentcore.tools.registry import build_registry  # noqa: E402
+
+NAME = "pipeline"
+ARGS = {"path": "src/main.py"}
 
 
 class NoopTool(Tool):
@@ -29,6 +42,7 @@ class NoopTool(Tool):
     description = "Does nothing; touches one path subject so rules are evaluated."
     parameters = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False}
     kind = "other"
+    uses = ("fs.read",)
 
     def accesses(self, args: dict[str, Any], ctx: Any) -> list[Any]:
         return [FsAccess("path", args["path"], "read")]
@@ -37,12 +51,12 @@ class NoopTool(Tool):
         return ToolResult(data={"ok": True})
 
 
-def _rules(n: int) -> list[dict[str, str]]:
+def realistic_rules(n: int) -> list[dict[str, str]]:
     perms = ["read", "write", "grep", "fs.read", "fs.write", "bash", "*", "noop"]
     rules = []
     for i in range(n - 1):
         perm = perms[i % len(perms)]
-        if perm in ("bash",):
+        if perm == "bash":
             pattern = f"tool{i} *"
         else:
             pattern = f"{{workspace}}/dir{i}/**/*.py" if i % 2 else f"{{workspace}}/file{i}.txt"
@@ -51,73 +65,96 @@ def _rules(n: int) -> list[dict[str, str]]:
     return rules
 
 
-async def _measure(engine: Engine, n_calls: int) -> list[float]:
-    session = engine.open_session(headless=True)
-    times: list[float] = []
-    try:
-        for i in range(n_calls):
-            t0 = time.perf_counter_ns()
-            env = await engine.call(session, "noop", {"path": "src/main.py"})
-            times.append((time.perf_counter_ns() - t0) / 1000)
-            assert env.type == "output", env.to_dict()
-    finally:
-        session.close()
-    return times
+def wildcard_rules(n: int) -> list[dict[str, str]]:
+    # No literal prefix: every rule must be matched against every path subject.
+    rules = [{"permission": "noop", "pattern": f"**/*.gen{i}", "action": ["deny", "ask"][i % 2]} for i in range(n - 1)]
+    rules.append({"permission": "*", "pattern": "*", "action": "allow"})
+    return rules
 
 
-async def _anchor(n_calls: int) -> list[float]:
+def _engine(tmp: Path, ws: Path, registry: Any, label: str, rules: list[dict[str, str]]) -> Engine:
+    manifest = tmp / f"{label}.json"
+    manifest.write_text(json.dumps({
+        "name": f"bench-{label}",
+        "tools": ["noop"],
+        "requires": {"fs": {"read": ["{workspace}/**"]}},
+        "rules": rules,
+        "watchdog": {"enabled": True},
+    }))
+    # watchdog=None: the engine installs the manifest's default watchdog, as in production.
+    return Engine(load_manifest(manifest, workspace=ws, registry=registry), registry=registry)
+
+
+async def _measure(engines: dict[str, Engine], rounds: int, per_round: int) -> dict[str, list[float]]:
+    """Microseconds per call; sides interleaved in blocks of `per_round`, rotating the start."""
     tool = NoopTool()
-    times = []
-    for _ in range(n_calls):
-        t0 = time.perf_counter_ns()
-        await tool.execute({"path": "src/main.py"}, None)
-        times.append((time.perf_counter_ns() - t0) / 1000)
-    return times
-
-
-def _watchdog() -> Any:
+    sessions = {k: e.open_session(headless=True) for k, e in engines.items()}
+    names = ["anchor", *engines]
+    out: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter_ns
     try:
-        from agentcore.pipeline.default_watchdog import DefaultWatchdog
-    except ImportError:  # not built yet: measure without it, and say so
-        from agentcore.pipeline.watchdog import AllowAllWatchdog
+        for r in range(rounds):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for name in order:
+                samples = out[name]
+                if name == "anchor":
+                    for _ in range(per_round):
+                        t0 = clock()
+                        await tool.execute(ARGS, None)
+                        samples.append((clock() - t0) / 1000)
+                    continue
+                engine, session = engines[name], sessions[name]
+                for _ in range(per_round):
+                    t0 = clock()
+                    env = await engine.call(session, "noop", ARGS)
+                    samples.append((clock() - t0) / 1000)
+                    if env.type != "output":
+                        raise RuntimeError(f"{name}: the no-op call was refused: {env.to_dict()}")
+    finally:
+        for s in sessions.values():
+            s.close()
+    return out
 
-        return AllowAllWatchdog()
-    return DefaultWatchdog()
 
-
-def main() -> dict[str, Any]:
+def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
     registry = build_registry(plugins=False)
     registry.register(NoopTool())
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp) / "ws"
+    rounds, per_round = (4, 50) if quick else (30, 100)
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        ws = tmp / "ws"
         (ws / "src").mkdir(parents=True)
         (ws / "src" / "main.py").write_text("print(1)\n")
-        anchor = statistics.median(anyio.run(_anchor, 2000))
-        results["anchor_direct_execute_us"] = round(anchor, 2)
-        for n in (10, 1000):
-            manifest = Path(tmp) / f"m{n}.json"
-            manifest.write_text(json.dumps({
-                "name": f"bench{n}",
-                "tools": ["noop"],
-                "requires": {"fs": {"read": ["{workspace}/**"]}},
-                "rules": _rules(n),
-                "watchdog": {"enabled": True},
-            }))
-            engine = Engine(load_manifest(manifest, workspace=ws, registry=registry), registry=registry, watchdog=_watchdog())
-            anyio.run(_measure, engine, 200)  # warm caches (compiled matchers, candidate lists)
-            times = anyio.run(_measure, engine, 3000)
-            med = statistics.median(times)
-            results[f"rules_{n}"] = {
-                "median_us": round(med, 1),
-                "p90_us": round(sorted(times)[int(len(times) * 0.9)], 1),
-                "ratio_to_anchor": round(med / anchor, 1),
-                "target_us": 100 if n == 10 else 200,
-                "meets_target": med <= (100 if n == 10 else 200),
-            }
-    return results
+        engines = {
+            "rules_10": _engine(tmp, ws, registry, "r10", realistic_rules(10)),
+            "rules_1000": _engine(tmp, ws, registry, "r1000", realistic_rules(1000)),
+            "rules_1000_wildcard": _engine(tmp, ws, registry, "r1000w", wildcard_rules(1000)),
+        }
+        anyio.run(_measure, engines, 2, 100)  # warm: compiled matchers, candidate lists, watchdog state
+        samples = anyio.run(_measure, engines, rounds, per_round)
+        if profile:
+            profile_to_stderr("rules_10 x 2000 calls", lambda: anyio.run(_measure, {"rules_10": engines["rules_10"]}, 20, 100))
+    anchor = median(samples["anchor"])
+    details: dict[str, Any] = {"calls_per_side": len(samples["anchor"]), "anchor_direct_execute_us": round(anchor, 2)}
+    figures = []
+    targets = {"rules_10": 100.0, "rules_1000": 200.0, "rules_1000_wildcard": None}
+    for name, target in targets.items():
+        med = median(samples[name])
+        overhead = med - anchor
+        details[name] = {"median_us": round(med, 1), "p90_us": round(p90(samples[name]), 1), "overhead_us": round(overhead, 1)}
+        figures.append(figure(
+            f"pipeline overhead/call, {name.replace('_', ' ')}",
+            overhead,
+            "us",
+            anchor="direct execute()",
+            anchor_value=anchor,
+            ratio=med / anchor,
+            target=f"<= {target:.0f} us" if target else None,
+            met=(overhead <= target) if target else None,
+        ))
+    return result(NAME, quick=quick, figures=figures, details=details)
 
 
 if __name__ == "__main__":
-    json.dump(main(), sys.stdout, indent=2)
-    print()
+    a = parse_args(__doc__.splitlines()[0])
+    emit(NAME, main(quick=a.quick, profile=a.profile), a.results_dir)

@@ -17,7 +17,7 @@ import string
 from typing import Any, Mapping
 
 _TEMPLATE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_.]*)\}|\$\{[^}]*\}?")
-_WHOLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_.]*)\}$")
+_WHOLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 
 
 class TemplateError(ValueError):
@@ -51,7 +51,7 @@ def render(obj: Any, values: Mapping[str, Any]) -> Any:
     generated integers stay integers.
     """
     if isinstance(obj, str):
-        whole = _WHOLE.match(obj)
+        whole = _WHOLE.fullmatch(obj)
         if whole:
             return _lookup(whole.group(1), values)
 

@@ -269,7 +269,13 @@ class CaseRun:
     async def run(self) -> list[tuple[Any, ...]]:
         case = self.case
         base = self.tree.values()
-        self.values = generate(case.generate, self.rng, base)
+        # Variants keep the base run's values, except that `rename` draws fresh names.
+        self.values = generate(case.generate, rng_for(self.seed, case.id, 0), base)
+        if self.kind == "rename":
+            fresh = generate(case.generate, self.rng, base)
+            for key, spec in case.generate.items():
+                if isinstance(spec, dict) and "name" in spec:
+                    self.values[key] = fresh[key]
         setup = case.setup
         self.tree.apply(setup.get("files", []), self.values)
         await self._request(0, "reset")

@@ -42,6 +42,9 @@ class SandboxPolicy:
     """The COMPLETE environment of the command; nothing is inherited."""
     mask_unix_sockets_under: tuple[Path, ...] = DEFAULT_SOCKET_DIRS
     """Path unix sockets found under these directories are masked."""
+    read_roots: tuple[Path, ...] = ()
+    """Directories the command must be able to read although the sandbox would hide them
+    (a workspace under the private /tmp): re-bound read-only. Elsewhere the read-only root shows them already."""
 
 
 class EnvironmentUnavailable(Exception):

@@ -119,8 +119,9 @@ class _Plan:
 class _View:
     """What the sandbox will see of the host tree, for deciding which mounts are needed."""
 
-    def __init__(self, write_roots: list[Path], denied: list[Path]) -> None:
+    def __init__(self, write_roots: list[Path], denied: list[Path], read_roots: list[Path] | None = None) -> None:
         self.write_roots = write_roots
+        self.read_roots = read_roots or []
         self.denied = denied
         self.private_tmp = not any(_inside(TMP, r) for r in write_roots)
 
@@ -132,7 +133,7 @@ class _View:
             return True
         if any(_inside(p, r) for r in _REPLACED):
             return True
-        return self.private_tmp and _inside(p, TMP) and not self.writable(p)
+        return self.private_tmp and _inside(p, TMP) and not self.writable(p) and not any(_inside(p, r) for r in self.read_roots)
 
 
 def _dir_shaped(p: Path) -> bool:
@@ -266,7 +267,21 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
     # A denied path inside another one is already hidden; mounting it would need a
     # mount point inside a read-only tmpfs.
     denied = [d for d in denied if not any(o != d and _inside(d, o) for o in denied)]
-    view = _View(roots, denied)
+    # Read roots are re-bound only where the sandbox would otherwise hide them,
+    # never inside a write root (that would take writability away) or a denial.
+    hiding = _View(roots, denied)
+    read_roots: list[Path] = []
+    for r in policy.read_roots:
+        r = _absolute(r, "a read root")
+        if not r.is_dir():
+            continue
+        real = Path(os.path.realpath(r))
+        if hiding.writable(real) or any(_inside(real, d) for d in denied) or not hiding.hidden(real):
+            continue
+        if real not in read_roots:
+            read_roots.append(real)
+    read_roots = [r for r in read_roots if not any(o != r and _inside(r, o) for o in read_roots)]
+    view = _View(roots, denied, read_roots)
 
     real_cwd = Path(os.path.realpath(cwd))
     if not real_cwd.is_dir():
@@ -292,8 +307,9 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             if view.writable(anc) and anc not in roots:
                 pins.add(anc)
 
-    for path in sorted([*roots, *pins], key=lambda x: (len(x.parts), x)):
-        args += ["--bind", str(path), str(path)]
+    ro = set(read_roots)
+    for path in sorted([*read_roots, *roots, *pins], key=lambda x: (len(x.parts), x)):
+        args += ["--ro-bind" if path in ro else "--bind", str(path), str(path)]
     for t in targets:
         exists, as_dir = protect[t]
         if exists:

@@ -64,6 +64,15 @@ def _read_denied(manifest: "CompiledManifest") -> list[Path]:
     return denied
 
 
+def _read_roots(manifest: "CompiledManifest") -> list[Path]:
+    """The workspace roots and the bases of fs.read patterns (the sandbox may need to re-show them)."""
+    out: list[Path] = list(manifest.workspace_roots)
+    for pat in manifest.effective.fs_read:
+        if pat.base.is_dir():
+            out.append(pat.base)
+    return out
+
+
 def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     workspace = manifest.workspace
     if workspace is None:
@@ -87,5 +96,6 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         read_denied=tuple(_read_denied(manifest)),
         protected=tuple(p for p in protected if any(p == r or r in p.parents for r in write_roots)),
         network="proxy" if manifest.effective.net_hosts else "none",
+        read_roots=tuple(_read_roots(manifest)),
         env=env,
     )

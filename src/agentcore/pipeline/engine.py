@@ -289,15 +289,28 @@ class Engine:
     def _environment_check(self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, trace: CallTrace) -> Envelope | None:
         if not (tool_id == "bash" or getattr(tool, "needs_environment", False)):
             return None
-        from ..environments.base import EnvironmentUnavailable
+        from ..environments.base import EnvironmentUnavailable, redact_command_line
 
         env_info: dict[str, Any] = {}
         try:
             environment, policy = self.environment()
-            environment.verify(policy)
-            env_info = {"environment": environment.name}
+            if policy.network == "proxy":
+                # The proxy socket and relay are created per call (tools/bash.py); everything else is verified now.
+                import dataclasses
+
+                from ..net import relay as _relay
+
+                if not Path(_relay.__file__).is_file():
+                    raise EnvironmentUnavailable("the in-sandbox network relay is missing")
+                environment.verify(dataclasses.replace(policy, network="none"))
+                # explain shows the mounts; the proxy socket and relay are added per call.
+                env_info["network"] = "proxy: per-call filtering proxy for " + ", ".join(h.raw for h in self.manifest.effective.net_hosts)
+                policy = dataclasses.replace(policy, network="none")
+            else:
+                environment.verify(policy)
+            env_info["environment"] = environment.name
             if hasattr(tool, "command_argv"):
-                env_info["command_line"] = environment.command_line(tool.command_argv(args), policy)
+                env_info["command_line"] = redact_command_line(environment.command_line(tool.command_argv(args), policy))
         except EnvironmentUnavailable as exc:
             trace.add("environment", "deny", reason=exc.reason)
             return self._refuse(tool, tool_id, "environment", "unavailable", f"the execution environment cannot run this call: {exc.reason}")
