@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from agentcore.patterns.globtext import glob_escape
 from wcmatch import glob as wcglob
 
 from agentcore.errors import CompileError, ManifestError
@@ -48,11 +50,11 @@ def test_yaml_and_json_compile_to_the_same_thing(workspace: Path, write_manifest
     y = _load(write_manifest(data, fmt="yaml"), workspace)
     j = _load(write_manifest(data, fmt="json"), workspace)
     assert y.effective.to_json() == j.effective.to_json()
-    assert y.effective.to_json()["fs"]["write"] == [wcglob.escape(os.fspath(workspace)) + "/out/**"]
+    assert y.effective.to_json()["fs"]["write"] == [glob_escape(os.fspath(workspace)) + "/out/**"]
     assert y.limits == j.limits and y.limits.read_bytes == 1234 and y.limits.glob_entries == 7
     assert [(r.rule.permission, r.expanded, r.action) for r in y.rules] == [
         (r.rule.permission, r.expanded, r.action) for r in j.rules
-    ] == [("read", wcglob.escape(os.fspath(workspace)) + "/.env", "deny")]
+    ] == [("read", glob_escape(os.fspath(workspace)) + "/.env", "deny")]
 
 
 def test_bad_action_points_at_file_line_and_key(workspace: Path, write_manifest: Callable[..., Path]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agentcore.patterns.globtext import glob_escape
+
 import os
 import shutil
 import tempfile
@@ -64,7 +66,7 @@ class Session:
         self._scopes: set[anyio.CancelScope] = set()
         self.closed = False
         # The model must be able to read its own sidecars even headless (TRUNC-6).
-        self.add_session_rule("read", wcglob.escape(os.fspath(self.workdir)) + "/**", "allow")
+        self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
         if parent is not None:
             parent.children.append(self)
 
@@ -90,7 +92,7 @@ class Session:
 
     def set_session_rules(self, rules: list[tuple[str, str, str]]) -> None:
         self._session_rules = []
-        self.add_session_rule("read", wcglob.escape(os.fspath(self.workdir)) + "/**", "allow")
+        self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)
 

@@ -10,6 +10,8 @@ the scope it would have granted stays empty and calls fail closed.
 
 from __future__ import annotations
 
+from agentcore.patterns.globtext import glob_escape
+
 import itertools
 import os
 import re
@@ -76,7 +78,7 @@ def expand(pattern: str, bindings: Bindings, *, escape: bool = True, where: str 
         vals = tuple(v for v in bindings.values.get(name, ()) if v)
         if not vals:
             return []
-        choices.append(tuple(wcglob.escape(v) if escape else v for v in vals))
+        choices.append(tuple(glob_escape(v) if escape else v for v in vals))
     out: list[str] = []
     for combo in itertools.product(*choices):
         it = iter(combo)

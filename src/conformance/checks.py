@@ -71,7 +71,7 @@ _INSIGNIFICANT_ESCAPE = re.compile(r"\\([^*?\[\]\\{}])")
 
 
 def _pattern_text(value: Any) -> str:
-    """Pattern text with escapes of ordinary characters removed (`\-` and `-` are the same pattern)."""
+    """Pattern text without escapes of ordinary characters (a backslash-dash equals a dash)."""
     return _INSIGNIFICANT_ESCAPE.sub(r"\1", value) if isinstance(value, str) else json.dumps(value)
 
 

@@ -1,7 +1,8 @@
 """`agentcore conformance ...` and `python -m conformance ...`.
 
 Subcommands: `run` (run the suite against an implementation), `trace`
-(requirement coverage: cases, exclusions, problems) and `list` (the cases).
+(requirement coverage: cases, exclusions, problems), `selftest` (the suite
+checks itself against the broken implementations) and `list` (the cases).
 `add_subcommand(subparsers)` plugs them into the `agentcore` parser; every
 parser sets `func`, and `run(args)` dispatches.
 """
@@ -40,6 +41,10 @@ def _configure(p: argparse.ArgumentParser) -> None:
     t.add_argument("--report", type=Path, help="a JSON Lines report: show what a real run emitted per requirement")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=run)
+    st = sub.add_parser("selftest", help="check the suite itself: traceability, and that every case fails against the broken implementations it names")
+    st.add_argument("--seed", type=int, default=1)
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=run)
     ls = sub.add_parser("list", help="list the cases")
     ls.add_argument("--case", action="append", default=[], metavar="GLOB")
     ls.set_defaults(func=run)
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         return _cmd_trace(args)
     if cmd == "list":
         return _cmd_list(args)
+    if cmd == "selftest":
+        return _cmd_selftest(args)
     sys.stderr.write("usage: conformance {run,trace,list} ...\n")
     return 2
 
@@ -238,6 +245,34 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         for p in t.problems:
             sys.stdout.write(f"PROBLEM: {p}\n")
     return 1 if t.problems else 0
+
+
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    import anyio
+
+    from .cases import load_cases
+    from .selftest import reference_results, summary, verify_catches
+    from .spec_ids import load_requirements
+    from .traceability import load_exclusions, trace
+
+    cases = load_cases()
+    t = trace(load_requirements(), cases, load_exclusions())
+
+    async def matrix() -> Any:
+        ref = await reference_results(cases, args.seed)
+        return await verify_catches(cases, ref, args.seed)
+
+    report = anyio.run(matrix)
+    problems = t.problems + report.problems
+    if args.json:
+        sys.stdout.write(json.dumps({"traceability": t.problems, **summary(report)}, indent=2) + "\n")
+    else:
+        sys.stdout.write(f"{len(cases)} cases, {report.runs} broken-implementation runs\n")
+        for cid, status in report.inconclusive:
+            sys.stdout.write(f"inconclusive (reference {status}): {cid}\n")
+        for p in problems:
+            sys.stdout.write(f"PROBLEM: {p}\n")
+    return 1 if problems else 0
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

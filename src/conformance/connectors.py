@@ -111,13 +111,10 @@ class CommandTransport:
                     proc.kill()
                 except ProcessLookupError:
                     pass
-                await proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                try:
-                    if stream is not None:
-                        await stream.aclose()
-                except Exception:
-                    pass
+            try:
+                await proc.aclose()  # waits and closes every pipe, so nothing outlives the loop
+            except Exception:
+                pass
 
 
 class InProcessTransport:
@@ -213,7 +210,11 @@ class HarnessClient:
     async def __aenter__(self) -> "HarnessClient":
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        await self._launch()
+        try:
+            await self._launch()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

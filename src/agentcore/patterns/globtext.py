@@ -57,3 +57,12 @@ def glob_literal_prefix(pattern: str) -> str:
 def glob_unescape(pattern: str) -> str:
     """The literal value of a pattern that has no wildcard."""
     return "".join(text for _, text in _tokens(pattern))
+
+
+def glob_escape(literal: str) -> str:
+    """Escape exactly the metacharacters of our glob language (`* ? [ ] \\`).
+
+    Narrower than wcmatch's own escape (which also escapes `-`, `{`…), so an
+    escaped workspace path stays readable in `manifest check` and `explain`.
+    """
+    return "".join("\\" + c if c in "*?[]\\" else c for c in literal)

@@ -8,6 +8,7 @@ expression at manifest compile time; matching is a single regex call.
 
 from __future__ import annotations
 
+
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 from wcmatch import glob as wcglob
 
 from ..errors import CompileError
-from .globtext import glob_literal_count, glob_literal_prefix, glob_unescape, has_wildcard
+from .globtext import glob_escape, glob_literal_count, glob_literal_prefix, glob_unescape, has_wildcard
 
 _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
 
@@ -48,7 +49,7 @@ def compile_path_pattern(raw: str, expanded: str, *, anchor: Path | None) -> Pat
     if not text.startswith("/"):
         if anchor is None:
             raise CompileError(f"relative path pattern {raw!r} but there is no workspace to anchor it")
-        text = wcglob.escape(os.fspath(anchor)).rstrip("/") + "/" + text
+        text = glob_escape(os.fspath(anchor)).rstrip("/") + "/" + text
     # Lexical normalisation only of separators; `..` in a pattern is refused
     # because canonical paths never contain it, so such a pattern is a typo
     # that would silently match nothing.

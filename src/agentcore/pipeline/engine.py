@@ -8,6 +8,8 @@ never the argument values.
 
 from __future__ import annotations
 
+from agentcore.patterns.globtext import glob_escape
+
 import json
 import time
 import uuid
@@ -52,7 +54,7 @@ _OWN_TRUNCATION = frozenset({"read", "glob", "grep", "bash", "web_fetch", "task"
 def exact_pattern(subject: Subject) -> str:
     """A rule pattern matching exactly this subject and nothing else."""
     if subject.kind == "path":
-        return wcglob.escape(subject.value)
+        return glob_escape(subject.value)
     if subject.kind == "command":
         return wcfnmatch.escape(subject.value)
     if subject.kind == "host":

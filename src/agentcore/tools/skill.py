@@ -15,6 +15,8 @@ be listed by its real path, or its files fall outside that grant.
 
 from __future__ import annotations
 
+from agentcore.patterns.globtext import glob_escape
+
 import os
 import re
 import weakref
@@ -82,7 +84,7 @@ def _pattern_for(raw: str) -> str:
     """`raw/**` as a path pattern: variables kept, literal text glob-escaped."""
     raw = os.path.normpath(raw) if raw else raw
     parts = _VAR.split(raw)  # literal, name, literal, name, ...
-    out = [wcglob.escape(p) if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(parts)]
+    out = [glob_escape(p) if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(parts)]
     return "".join(out).rstrip("/") + "/**"
 
 
