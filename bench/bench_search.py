@@ -138,41 +138,43 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         def raw(argv: list[str]) -> None:
             subprocess.run(argv, cwd=ws, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
-        raw([rg, "--files", "--hidden", "--no-ignore"])  # warm the page cache and the binary
-        raw([rg, "-e", NEEDLE, "--hidden", "--no-ignore", "."])
-        for tool, sides in anchors(rg).items():
-            pipeline(tool)  # warm imports and caches
-            funcs = {"pipeline": (lambda t=tool: pipeline(t))}
-            funcs |= {name: (lambda a=argv: raw(a)) for name, argv in sides.items()}
-            samples = interleaved(funcs, rounds)
-            med = {k: median(v) for k, v in samples.items()}
-            expected = needles if tool == "grep" else files
-            details[tool] = {
-                "pipeline_s": round(med["pipeline"], 4),
-                **{f"anchor_{k}_s": round(med[k], 4) for k in sides},
-                "argv": {k: " ".join(v[1:]) for k, v in sides.items()},
-                "pipeline_total": last.get(tool),
-                "expected_total": expected,
-            }
-            if last.get(tool) != expected:
-                details[tool]["warning"] = "the pipeline's result count differs from the tree's"
-            target = TARGETS[tool]
-            for k, label in (("plain", "plain"), ("same_flags", "same flags"), ("same_flags_sorted", "same flags + --sort path")):
-                ratio = med["pipeline"] / med[k]
-                figures.append(figure(
-                    f"{tool} via pipeline vs rg ({label})",
-                    med["pipeline"],
-                    "s",
-                    anchor=f"rg {label}",
-                    anchor_value=med[k],
-                    target=f"<= {target}x",
-                    met=ratio <= target,
-                ))
-        if profile:
-            for tool in calls:
-                profile_to_stderr(f"{tool} through the pipeline", lambda t=tool: pipeline(t))
-        for s in sessions.values():
-            s.close()
+        try:
+            raw([rg, "--files", "--hidden", "--no-ignore"])  # warm the page cache and the binary
+            raw([rg, "-e", NEEDLE, "--hidden", "--no-ignore", "."])
+            for tool, sides in anchors(rg).items():
+                pipeline(tool)  # warm imports and caches
+                funcs = {"pipeline": (lambda t=tool: pipeline(t))}
+                funcs |= {name: (lambda a=argv: raw(a)) for name, argv in sides.items()}
+                samples = interleaved(funcs, rounds)
+                med = {k: median(v) for k, v in samples.items()}
+                expected = needles if tool == "grep" else files
+                details[tool] = {
+                    "pipeline_s": round(med["pipeline"], 4),
+                    **{f"anchor_{k}_s": round(med[k], 4) for k in sides},
+                    "argv": {k: " ".join(v[1:]) for k, v in sides.items()},
+                    "pipeline_total": last.get(tool),
+                    "expected_total": expected,
+                }
+                if last.get(tool) != expected:
+                    details[tool]["warning"] = "the pipeline's result count differs from the tree's"
+                target = TARGETS[tool]
+                for k, label in (("plain", "plain"), ("same_flags", "same flags"), ("same_flags_sorted", "same flags + --sort path")):
+                    ratio = med["pipeline"] / med[k]
+                    figures.append(figure(
+                        f"{tool} via pipeline vs rg ({label})",
+                        med["pipeline"],
+                        "s",
+                        anchor=f"rg {label}",
+                        anchor_value=med[k],
+                        target=f"<= {target}x",
+                        met=ratio <= target,
+                    ))
+            if profile:
+                for tool in calls:
+                    profile_to_stderr(f"{tool} through the pipeline", lambda t=tool: pipeline(t))
+        finally:
+            for s in sessions.values():
+                s.close()
     return result(NAME, quick=quick, figures=figures, details=details)
 
 

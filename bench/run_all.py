@@ -79,7 +79,7 @@ def table(docs: list[dict[str, Any]]) -> str:
             anchor = f"{f['anchor']} = {f['anchor_value']} {f['unit']}" if f.get("anchor") else "-"
             rows.append((
                 d["benchmark"], f["figure"], f"{f['value']} {f['unit']}", anchor,
-                f"{f['ratio']}x" if f.get("ratio") is not None else "-", _cell(f.get("target")), _cell(f.get("met")),
+                f"{f['ratio']:.3g}x" if f.get("ratio") is not None else "-", _cell(f.get("target")), _cell(f.get("met")),
             ))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731

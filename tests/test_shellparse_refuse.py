@@ -158,6 +158,8 @@ CASES: list[tuple[str, str]] = [
     ("echo a\r", "control_char"),
     ("echo a\r\necho b", "control_char"),
     ("true\rrm -rf /", "control_char"),
+    ("echo 'a\rb'", "control_char"),  # inside quotes too: CR can disguise a command (SHELL-5)
+    ("echo \"\x1b[2Ka\"", "control_char"),
     ("echo \x1b[31m", "control_char"),
     ("echo a\x0bb", "control_char"),
     ("echo a\x0cb", "control_char"),

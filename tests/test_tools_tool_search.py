@@ -55,13 +55,24 @@ def registry() -> ToolRegistry:
     return reg
 
 
-def make_engine(tmp_path: Path, registry: ToolRegistry, *, tools: list[str] | None = None, extra_rules: list[dict[str, str]] | None = None) -> Engine:
+DEFERRED = ["repo_clone", "repo_overview", "apply_patch", "lsp_defs", "peek"]
+
+
+def make_engine(
+    tmp_path: Path,
+    registry: ToolRegistry,
+    *,
+    tools: list[str] | None = None,
+    extra_rules: list[dict[str, str]] | None = None,
+    deferred: list[str] | None = None,
+) -> Engine:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     (ws / "f.txt").write_text("data")
     manifest = {
         "name": "searcher",
         "tools": tools or ["tool_search"],
+        "deferred_tools": [d for d in (DEFERRED if deferred is None else deferred) if d not in (tools or [])],
         "requires": {"fs": {"read": ["{workspace}/**"]}},
         "rules": [{"permission": "*", "pattern": "*", "action": "allow"}] + (extra_rules or []),
         "environment": "none",
@@ -100,6 +111,17 @@ async def test_locked_and_enabled_tools_are_not_in_the_catalogue(tmp_path: Path,
     assert "apply_patch" not in ids
     assert not set(ids) & {"read", "write", "edit", "bash", "grep", "glob", "web_fetch", "web_search", "task"}
     assert "peek" in ids  # "file"
+
+
+async def test_tools_the_manifest_does_not_defer_are_never_found(tmp_path: Path, registry: ToolRegistry) -> None:
+    """The catalogue is what the author deferred, not everything registered (TSRCH-1)."""
+    engine = make_engine(tmp_path, registry, deferred=["repo_overview"])
+    session = engine.open_session()
+    env = await engine.call(session, "tool_search", {"query": "clone a git repository file patch"})
+    assert [t["id"] for t in env.data["tools"]] == ["repo_overview"]
+    assert (await engine.call(session, "repo_clone", {})).error_code == "unknown_tool"
+    session.stores.discovered_tools.add("repo_clone")  # even a forged discovery does not enable it
+    assert (await engine.call(session, "repo_clone", {})).error_code == "unknown_tool"
 
 
 async def test_no_match_and_max_results(tmp_path: Path, registry: ToolRegistry) -> None:

@@ -128,11 +128,11 @@ async def test_search_returns_validated_results(tmp_path: Path, providers: list[
     assert env.extra == {"provider": "p0"}
 
 
-async def test_default_max_results_is_ten(tmp_path: Path, providers: list[Provider_]) -> None:
+async def test_default_max_results_is_five(tmp_path: Path, providers: list[Provider_]) -> None:
     p = start(providers, results_reply("a"))
     engine = make_engine(tmp_path, [p.url])
     env = await engine.call(engine.open_session(), "web_search", {"query": "x"})
-    assert env.ok and len(env.data["results"]) == 10 and p.queries == [("x", 10)]
+    assert env.ok and len(env.data["results"]) == 5 and p.queries == [("x", 5)]
 
 
 async def test_requirements_extend_net_hosts(tmp_path: Path, providers: list[Provider_]) -> None:
@@ -252,7 +252,7 @@ async def test_query_is_url_encoded_not_injected(tmp_path: Path, providers: list
     engine = make_engine(tmp_path, [p.url])
     env = await engine.call(engine.open_session(), "web_search", {"query": "a&limit=99#x y/ü"})
     assert env.ok, env.error_text
-    assert p.queries == [("a&limit=99#x y/ü", 10)]
+    assert p.queries == [("a&limit=99#x y/ü", 5)]
 
 
 def test_choice_is_deterministic_and_in_range() -> None:

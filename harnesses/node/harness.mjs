@@ -23,11 +23,12 @@ const HEADLESS_TEXT = "Permission required but this run is headless; the call wa
 const READ_LIMIT = 200 * 1024;
 const TEXT_BOUND = 8 * 1024 * 1024;
 const PROTECTED_NAMES = new Set([".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules", ".gitattributes", ".mcp.json"]);
+const WATCHDOG_CATEGORIES = new Set(["exfiltration", "destructive", "code_execution_wrapper", "secrets", "network_shell"]);
 const PROTECTED_DIRS = new Set([".vscode", ".idea", ".zed", ".agentcore"]);
 
 class CompileError extends Error {}
 class Refusal extends Error {
-  constructor(layer, code, message) { super(message); this.layer = layer; this.code = code; }
+  constructor(layer, code, message, extra = {}) { super(message); this.layer = layer; this.code = code; this.extra = extra; }
 }
 class ToolError extends Error {
   constructor(code, message) { super(message); this.code = code; }
@@ -155,6 +156,9 @@ function compileManifest(m, workspace, bindings) {
   for (const k of Object.keys(net)) if (k !== "hosts") throw new CompileError(`unknown requires.net key ${k}`);
   const hosts = checkStrings(net.hosts, "requires.net.hosts");
   for (const h of hosts) if (h === "*" || /[{}\/@]/.test(h) || h.includes("://")) throw new CompileError("invalid host pattern");
+  const wd = m.watchdog || {};
+  if (typeof wd !== "object" || Object.keys(wd).some((k) => k !== "enabled" && k !== "disable")) throw new CompileError("watchdog takes enabled and disable");
+  for (const c of checkStrings(wd.disable, "watchdog.disable")) if (!WATCHDOG_CATEGORIES.has(c)) throw new CompileError(`unknown watchdog category ${c}`);
   const caps = checkStrings(req.capabilities, "requires.capabilities");
   for (const c of caps) if (!/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/.test(c)) throw new CompileError(`invalid capability name ${c}`);
   const paths = (key) => {
@@ -307,11 +311,13 @@ function toolRead(args, p, limits) {
   if ("byte_offset" in args || "byte_length" in args) {
     let start = args.byte_offset || 0;
     const want = Math.min(args.byte_length || limit, limit);
-    if (start >= buf.length) return { data: { path: p, content: "", byte_offset: buf.length, byte_length: 0, total_bytes: buf.length } };
+    if (start >= buf.length) return { data: { path: p, content: "", byte_offset: buf.length, byte_length: 0, total_bytes: buf.length, next_offset: null } };
     // Narrow the requested window [start, start + want) to character boundaries (FILE-4).
     const end = charBoundary(buf, start + want);
     while (start < end && (buf[start] & 0xc0) === 0x80) start++;
-    return { data: { path: p, content: decodeText(buf.subarray(start, end)), byte_offset: start, byte_length: end - start, total_bytes: buf.length }, truncated: (args.byte_length || 0) > limit };
+    if (end <= start) throw new Refusal("schema", "invalid_arguments", "invalid arguments: /byte_length: the window is too short to hold one character");
+    const cut = (args.byte_length || limit) > limit && end < buf.length;
+    return { data: { path: p, content: decodeText(buf.subarray(start, end)), byte_offset: start, byte_length: end - start, total_bytes: buf.length, next_offset: end < buf.length ? end : null }, truncated: cut };
   }
   const text = decodeText(buf);
   const lines = text.length ? text.split(/(?<=\n)/) : [];
@@ -343,7 +349,7 @@ function toolWrite(args, p, agent) {
   } catch (e) { if (e instanceof ToolError) throw e; }
   const missing = [];
   for (let d = path.dirname(p); !fs.existsSync(d); d = path.dirname(d)) missing.unshift(d);
-  for (const d of missing) if (!agent.m.fsWrite.some((pat) => pat.re.test(d)) || isProtected(d)) throw new ToolError("out_of_scope", "a missing parent directory is outside fs.write");
+  for (const d of missing) if (!agent.m.fsWrite.some((pat) => pat.re.test(d)) || isProtected(d)) throw new Refusal("capability", "out_of_scope", "a missing parent directory is outside fs.write");
   for (const d of missing) fs.mkdirSync(d);
   const tmp = path.join(path.dirname(p), `.${path.basename(p)}.${process.pid}.${Date.now()}.tmp`);
   const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode === null ? 0o666 : 0o600);
@@ -385,7 +391,7 @@ function envelope(tool, started, body) {
   if (body.error) {
     const e = body.error;
     meta.error_code = e.code;
-    if (e instanceof Refusal) meta.refusal = { layer: e.layer, code: e.code, ...(e.scope ? { scope: e.scope, rule_index: e.rule_index } : {}) };
+    if (e instanceof Refusal) meta.refusal = { layer: e.layer, code: e.code, ...(e.scope ? { scope: e.scope, rule_index: e.rule_index } : {}), ...e.extra };
     return { type: "error", error_text: e.message, metadata: meta };
   }
   if (body.truncated) meta.truncated = true;
@@ -439,6 +445,7 @@ function opCall(req) {
   const tool = req.tool, args = req.args ?? {};
   const started = performance.now();
   if (!agent.m.tools.includes(tool)) return { envelope: envelope(tool, started, { error: new Refusal("schema", "unknown_tool", "this tool is not enabled for the agent") }) };
+  if (session.closed) return { envelope: envelope(tool, started, { error: new Refusal("session", "session_closed", "the session is closed") }) };
   if (!SUPPORTED.has(tool)) return { skip: { reason: `tool ${tool} is not implemented by this harness` } };
   const problem = validate(tool, args);
   if (problem) return { envelope: envelope(tool, started, { error: new Refusal("schema", "invalid_arguments", `invalid arguments: ${problem}`) }) };
@@ -454,7 +461,7 @@ function opCall(req) {
     return { envelope: envelope(tool, started, { error: e }) };
   }
   if (worst.action === "ask") {
-    if (session.mode === "headless") return { envelope: envelope(tool, started, { error: new Refusal("ask", "headless", HEADLESS_TEXT) }) };
+    if (session.mode === "headless") return { envelope: envelope(tool, started, { error: new Refusal("ask", "headless", HEADLESS_TEXT, { asked_by: "permission" }) }) };
     state.pending = { id: `ask-${Date.now()}`, call };
     return { ask: { id: state.pending.id, type: "permission", tool, kind: KINDS[tool], layer: "permission", subjects: checked.subjects.map((s) => `${s.capability} ${s.value}`), options: ["allow_once", "allow_always", "reject_once", "reject_always"] } };
   }
@@ -475,8 +482,9 @@ function opAnswer(req) {
     }
   }
   if (choice === "allow_once" || choice === "allow_always") return finish(call, call.started);
-  if (choice === "reject_once" || choice === "reject_always") return { envelope: envelope(call.tool, call.started, { error: new Refusal("ask", "rejected", "the user declined this call") }) };
-  return { error: { message: "choice must be allow_once, allow_always, reject_once or reject_always" } };
+  if (choice === "reject_once" || choice === "reject_always") return { envelope: envelope(call.tool, call.started, { error: new Refusal("ask", "rejected", "the user declined this call", { asked_by: "permission" }) }) };
+  if (choice === "cancelled") return { envelope: envelope(call.tool, call.started, { error: new Refusal("ask", "cancelled", "the permission request was cancelled", { asked_by: "permission" }) }) };
+  return { error: { message: "choice must be allow_once, allow_always, reject_once, reject_always or cancelled" } };
 }
 
 function openSession(req, agent) {
@@ -534,7 +542,12 @@ function handle(req) {
     case "set_rules": return opSetRules(req);
     case "call": return opCall(req);
     case "answer": return opAnswer(req);
-    case "close": state.sessions.delete(req.session); state.pending = null; return { result: {} };
+    case "close": {
+      const s = state.sessions.get(req.session);
+      if (s) { s.closed = true; s.rules = []; }
+      state.pending = null;
+      return { result: {} };
+    }
     default: return { error: { message: `unknown op ${req.op}` } };
   }
 }

@@ -36,6 +36,10 @@ def canonicalize(raw: str, base: Path) -> Path:
     joined = os.path.join(os.fspath(base), os.path.expanduser(raw) if raw.startswith("~/") else raw)
     if not os.path.isabs(joined):
         raise PathRefused("bad_path", "the path is not absolute after joining with the workspace")
+    try:  # the common case, an existing path: one resolution
+        return Path(os.path.realpath(joined, strict=True))
+    except OSError:
+        pass
     tail: list[str] = []
     current = joined
     while not os.path.lexists(current):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from . import SPEC_REVISION
-from .protocol import CHOICES, MODES, SCOPES, error_reply, hello, serve_stdio, skip_reply
+from .protocol import ANSWERS, CHOICES, MODES, SCOPES, error_reply, hello, serve_stdio
 
 NON_TOOL_FEATURES: tuple[str, ...] = (
     "interactive",        # asks are put to the runner and answered with `answer`
@@ -96,7 +95,7 @@ class SuspendingBroker:
             },
             expect="choice",
         )
-        return got if got in CHOICES else "cancelled"
+        return got if got in ANSWERS else "cancelled"
 
     async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
         got = await self._h.suspend({"type": "question", "questions": list(questions)}, expect="answers")
@@ -390,8 +389,8 @@ class AgentcoreHarness:
         send, expect = flight.answers.pop(ask_id)
         if expect == "choice":
             value = req.get("choice")
-            if value not in CHOICES:
-                raise HarnessError("choice must be one of " + ", ".join(CHOICES))
+            if value not in ANSWERS:
+                raise HarnessError("choice must be one of " + ", ".join(ANSWERS))
         else:
             value = req.get("answers")
             if value is not None and not isinstance(value, list):

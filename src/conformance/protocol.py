@@ -30,6 +30,8 @@ ALLOWED_REPLIES: dict[str, frozenset[str]] = {
     "close": frozenset({"result", "skip", "error"}),
 }
 CHOICES: tuple[str, ...] = ("allow_once", "allow_always", "reject_once", "reject_always")
+# What `answer` may carry for a permission ask: the four options, or the ask was cancelled (ASK-2).
+ANSWERS: tuple[str, ...] = CHOICES + ("cancelled",)
 MODES: tuple[str, ...] = ("headless", "interactive")
 SCOPES: tuple[str, ...] = ("project", "session")
 

@@ -16,7 +16,7 @@ import shutil
 import stat
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -133,8 +133,8 @@ class Tree:
             p.write_bytes(bytes.fromhex(e["bytes_hex"]))
         else:
             p.write_bytes(str(e.get("content", "")).encode("utf-8"))
-        if "mode" in e:
-            os.chmod(p, int(e["mode"], 8), follow_symlinks=False) if not p.is_symlink() else None
+        if "mode" in e and not p.is_symlink():
+            os.chmod(p, int(e["mode"], 8))
         if p.is_file() and not p.is_symlink():
             self.snapshot[os.fspath(p)] = p.read_bytes()
 

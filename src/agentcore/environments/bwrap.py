@@ -99,8 +99,18 @@ def proxy_env(port: int) -> dict[str, str]:
 
 
 def _inside(path: Path, root: Path) -> bool:
-    """Component-wise containment (`/ws` does not contain `/ws_evil`)."""
-    return path == root or root in path.parents
+    """Component-wise containment (`/ws` does not contain `/ws_evil`).
+
+    On the normalised string forms: `Path.parents` would build a Path per
+    ancestor, and this runs for every (path, root) pair of every plan.
+    Callers pass absolute, normalised paths (see `_absolute`, realpath).
+    """
+    p, r = str(path), str(root)
+    if p == r:
+        return True
+    if r == "/":
+        return p.startswith("/")
+    return p.startswith(r) and p[len(r)] == "/" if len(p) > len(r) else False
 
 
 def _absolute(p: Path | str, what: str) -> Path:

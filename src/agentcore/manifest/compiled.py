@@ -12,7 +12,7 @@ from ..limits import Limits
 from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
 from ..rules.model import CompiledRule, Rule, compile_rules
-from ..variables import Bindings, expand
+from ..variables import Bindings, expand, variables_in
 from .loader import read_manifest_spec, read_rules_spec
 from .schema import ManifestSpec, RequiresSpec
 
@@ -63,6 +63,7 @@ class CompiledManifest:
     agents: dict[str, Path]
     skill_dirs: tuple[Path, ...]
     protected_files: tuple[Path, ...]
+    deferred: tuple[str, ...] = ()
 
     @property
     def workspace(self) -> Path | None:
@@ -89,6 +90,9 @@ def _compile_requires(req: RequiresSpec, bindings: Bindings, origin: str) -> dic
 
     hosts: list[Any] = []
     for raw in req.net.hosts:
+        if variables_in(raw) or "{" in raw:
+            # Hosts are not paths: a variable there is a mistake, not a scope (VAR-5).
+            raise CompileError("a host pattern cannot contain a variable", location=f"{origin}: requires.net.hosts")
         for text in expand(raw, bindings, escape=False, where=f"{origin}: requires.net.hosts"):
             try:
                 hosts.append(compile_host_pattern(text))
@@ -148,9 +152,18 @@ def compile_manifest(
             raise CompileError(f"unknown tool {tool_id!r} in tools", location=f"{origin}: tools")
     if len(set(spec.tools)) != len(spec.tools):
         raise CompileError("a tool is listed twice in tools", location=f"{origin}: tools")
+    from ..tools.registry import LOCKED_IDS
+
+    for tool_id in spec.deferred_tools:
+        if not registry.has(tool_id):
+            raise CompileError(f"unknown tool {tool_id!r} in deferred_tools", location=f"{origin}: deferred_tools")
+        if tool_id in LOCKED_IDS or tool_id in spec.tools:
+            raise CompileError(f"{tool_id!r} cannot be deferred (locked tools and enabled tools are always advertised)", location=f"{origin}: deferred_tools")
 
     parts = [("manifest", _compile_requires(spec.requires, bindings, origin))]
-    for tool_id in spec.tools:
+    # Deferred tools count toward the effective set from the start, so finding
+    # one with tool_search never widens the sandbox (TSRCH-4).
+    for tool_id in [*spec.tools, *spec.deferred_tools]:
         tool = registry.get(tool_id)
         tool_req = tool.requirements(spec)
         parts.append((tool_id, _compile_requires(tool_req, bindings, f"tool {tool_id}")))
@@ -212,6 +225,7 @@ def compile_manifest(
         agents=agents,
         skill_dirs=tuple(skill_dirs),
         protected_files=protected,
+        deferred=tuple(spec.deferred_tools),
     )
 
 

@@ -97,6 +97,8 @@ class ManifestSpec(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     tools: list[str] = Field(default_factory=list)
+    # Non-locked tools kept out of the prompt and found with tool_search (TSRCH-1).
+    deferred_tools: list[str] = Field(default_factory=list)
     requires: RequiresSpec = Field(default_factory=RequiresSpec)
     rules: list[RuleSpec] = Field(default_factory=list)
     limits: LimitsSpec = Field(default_factory=LimitsSpec)

@@ -109,12 +109,14 @@ def _shell(access: ShellAccess, tool: str, manifest: CompiledManifest, base: Pat
             {"access": f"shell.run command #{i + 1}", "canonical": cmd.text, "scope": [r.describe() for r in reqs], "in_scope": ok}
         )
         if not ok:
-            name = cmd.argv[0] if cmd.argv and len(cmd.argv[0]) <= 64 else "?"
             if not reqs:
                 raise CapabilityRefused("empty_scope", f"{access.arg}: the manifest grants no shell commands")
+            if not cmd.argv:
+                raise CapabilityRefused("command_not_allowed", f"{access.arg}: command #{i + 1} is a bare redirection, which no shell requirement allows")
+            # Never echo argv (ENVL-6): position and argument count are enough to act on.
             raise CapabilityRefused(
                 "command_not_allowed",
-                f"{access.arg}: command #{i + 1} ({name!r} with {len(cmd.argv) - 1} argument(s)) matches no shell requirement",
+                f"{access.arg}: command #{i + 1} (with {len(cmd.argv) - 1} argument(s)) matches no shell requirement",
             )
         out.subjects.append(Subject(tool, "shell.run", "command", cmd.text))
         for red in cmd.redirects:

@@ -42,13 +42,18 @@ class CallTrace:
     """What each layer decided; `explain` prints it, the envelope carries a summary."""
 
     layers: list[dict[str, Any]] = field(default_factory=list)
+    enabled: bool = True  # off for ordinary calls: the hot path builds no explanation
 
     def add(self, layer: str, decision: str, **info: Any) -> None:
-        self.layers.append({"layer": layer, "decision": decision, **info})
+        if self.enabled:
+            self.layers.append({"layer": layer, "decision": decision, **info})
 
 
 # Tools that apply their own output limit (TRUNC-1); every other tool is truncated generically.
 _OWN_TRUNCATION = frozenset({"read", "glob", "grep", "bash", "web_fetch", "task"})
+
+
+_NO_TRACE = CallTrace(enabled=False)
 
 
 def exact_pattern(subject: Subject) -> str:
@@ -91,6 +96,7 @@ class Engine:
         # The host's agent loop for `task` (SUB): async (child_engine, child_session, prompt, description) -> str.
         self.subagent_runner: Any = None
         self._policy: Any = None
+        self._verified = False
 
     # -- sessions --------------------------------------------------------------
     def open_session(self, *, headless: bool | None = None, session_id: str | None = None, parent: Session | None = None) -> Session:
@@ -119,14 +125,42 @@ class Engine:
 
     # -- the pipeline ------------------------------------------------------------
     def _tool(self, session: Session, tool_id: str) -> Tool | None:
-        if tool_id in self.manifest.tools or tool_id in session.stores.discovered_tools:
+        if tool_id in self.manifest.tools or (
+            tool_id in self.manifest.deferred and tool_id in session.stores.discovered_tools
+        ):
             if self.registry.has(tool_id):
                 return self.registry.get(tool_id)
         return None
 
     async def call(self, session: Session, tool_id: str, args: Any, *, call_id: str | None = None) -> Envelope:
         started = time.perf_counter()
-        env = await self._call(session, tool_id, args, call_id or f"call_{uuid.uuid4().hex[:12]}", CallTrace(), execute=True)
+        # One cancel scope per call, tracked by the session: an abort reaches the
+        # call wherever it is, a pending ask included, and ends it in an envelope.
+        scope = anyio.CancelScope()
+        session.track(scope)
+        env: Envelope | None = None
+        try:
+            with scope:
+                env = await self._call(
+                    session, tool_id, args, call_id or f"call_{uuid.uuid4().hex[:12]}", _NO_TRACE, execute=True, scope=scope
+                )
+        except Exception as exc:  # ORDER-3: a bug anywhere still ends in exactly one envelope
+            tool = self._tool(session, tool_id)
+            env = Envelope(
+                type="error",
+                error_text=f"internal error while handling the call ({type(exc).__name__})",
+                kind=tool.kind if tool else "other",
+                tool=tool_id,
+                error_code="internal_error",
+            )
+        finally:
+            session.untrack(scope)
+        if env is None:
+            tool = self._tool(session, tool_id)
+            if anyio.current_time() >= scope.deadline:  # the per-call ceiling (ORDER-6), not an abort
+                env = self._refuse(tool, tool_id, "limit", "timeout", "the tool did not finish within its time limit")
+            else:
+                env = Envelope(type="error", error_text="the call was aborted", kind=tool.kind if tool else "other", tool=tool_id, error_code="aborted")
         env.duration_ms = int((time.perf_counter() - started) * 1000)
         return env
 
@@ -151,7 +185,17 @@ class Engine:
             error_code=code,
         )
 
-    async def _call(self, session: Session, tool_id: str, args: Any, call_id: str, trace: CallTrace, *, execute: bool) -> Envelope:
+    async def _call(
+        self,
+        session: Session,
+        tool_id: str,
+        args: Any,
+        call_id: str,
+        trace: CallTrace,
+        *,
+        execute: bool,
+        scope: anyio.CancelScope | None = None,
+    ) -> Envelope:
         tool = self._tool(session, tool_id)
         if tool is None:
             trace.add("schema", "deny", code="unknown_tool")
@@ -177,15 +221,17 @@ class Engine:
         except ToolFailure as exc:
             trace.add("schema", "deny", code=exc.code, message=exc.message)
             return self._refuse(tool, tool_id, "schema", exc.code, exc.message)
-        trace.add("capability", "allow", checks=cap.checks)
+        if trace.enabled:
+            trace.add("capability", "allow", checks=cap.checks)
 
         # 3. permission rules
         worst, decisions = session.rule_engine.evaluate_all(cap.subjects)
-        trace.add(
-            "permission",
-            worst.action,
-            subjects=[{"subject": d.subject.describe() if d.subject else "", **d.to_json()} for d in decisions],
-        )
+        if trace.enabled:
+            trace.add(
+                "permission",
+                worst.action,
+                subjects=[{"subject": d.subject.describe() if d.subject else "", **d.to_json()} for d in decisions],
+            )
         if worst.action == "deny":
             return self._rule_refusal(tool, tool_id, worst)
 
@@ -198,8 +244,12 @@ class Engine:
             commands=tuple(c for v in cap.resolved.values() if hasattr(v, "commands") for c in v.commands),
             paths={k: v for k, v in cap.resolved.items() if isinstance(v, Path)},
         )
-        verdict: Verdict = await self.watchdog.review(wcall)
-        digest = _args_digest(tool_id, args)
+        try:
+            verdict: Verdict = await self.watchdog.review(wcall)
+        except Exception as exc:  # a broken watchdog refuses; it never lets a call through
+            trace.add("watchdog", "deny", code="watchdog_error", error=type(exc).__name__)
+            return self._refuse(tool, tool_id, "watchdog", "watchdog_error", "the watchdog failed, so the call was refused")
+        digest = _args_digest(tool_id, args) if verdict.action == "ask" else ("", "")
         if verdict.action == "ask" and digest in session.stores.watchdog_approvals:
             verdict = Verdict("allow", "approved earlier in this session", verdict.category)
         if verdict.action == "ask" and digest in session.stores.watchdog_rejections:
@@ -219,7 +269,7 @@ class Engine:
             layer = "permission" if worst.action == "ask" else "watchdog"
             if not execute:
                 trace.add("ask", "ask", asked_by=layer, headless=session.headless)
-                refused = self._environment_check(tool, tool_id, args, cap, trace)
+                refused = self._environment_check(tool, tool_id, args, cap, trace, describe=True)
                 if refused is not None:
                     return refused
                 return self._refuse(tool, tool_id, "ask", "would_ask", "the call would need a human's approval")
@@ -238,7 +288,10 @@ class Engine:
                 subjects=ask_subjects if layer == "permission" else tuple(cap.subjects),
                 args=args,
             )
-            choice = await self.broker.ask(request)
+            try:
+                choice = await self.broker.ask(request)
+            except Exception:  # a broken broker is a refusal, never an approval
+                choice = "cancelled"
             trace.add("ask", choice, asked_by=layer)
             if choice == "allow_always":
                 if worst.action == "ask":
@@ -257,7 +310,7 @@ class Engine:
                 return self._refuse(tool, tool_id, "ask", code, "the user declined this call" if code == "rejected" else "the permission request was cancelled", asked_by=layer)
 
         # 6a. the environment must be able to enforce the policy, or nothing runs (fail closed).
-        refused = self._environment_check(tool, tool_id, args, cap, trace)
+        refused = self._environment_check(tool, tool_id, args, cap, trace, describe=not execute)
         if refused is not None:
             return refused
 
@@ -265,7 +318,7 @@ class Engine:
             return Envelope(type="output", data=None, kind=tool.kind, tool=tool_id)
 
         # 6. execution
-        return await self._execute(tool, tool_id, args, cap, session, call_id)
+        return await self._execute(tool, tool_id, args, cap, session, call_id, scope)
 
     @staticmethod
     def _truncate_generic(result: ToolResult, runtime: Runtime) -> ToolResult:
@@ -288,8 +341,14 @@ class Engine:
             ui=result.ui,
         )
 
-    def _environment_check(self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, trace: CallTrace) -> Envelope | None:
+    def _environment_check(
+        self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, trace: CallTrace, *, describe: bool
+    ) -> Envelope | None:
         if not (tool_id == "bash" or getattr(tool, "needs_environment", False)):
+            return None
+        if self._verified and not describe:
+            # The policy is fixed per engine: verified once. Anything that changes later
+            # (a bwrap that stops starting) still fails closed in run().
             return None
         from ..environments.base import EnvironmentUnavailable, redact_command_line
 
@@ -311,7 +370,8 @@ class Engine:
             else:
                 environment.verify(policy)
             env_info["environment"] = environment.name
-            if hasattr(tool, "command_argv"):
+            self._verified = True
+            if describe and hasattr(tool, "command_argv"):
                 env_info["command_line"] = redact_command_line(environment.command_line(tool.command_argv(args), policy))
         except EnvironmentUnavailable as exc:
             trace.add("environment", "deny", reason=exc.reason)
@@ -336,7 +396,16 @@ class Engine:
             rule_index=rule.index if rule else None,
         )
 
-    async def _execute(self, tool: Tool, tool_id: str, args: dict[str, Any], cap: CapabilityResult, session: Session, call_id: str) -> Envelope:
+    async def _execute(
+        self,
+        tool: Tool,
+        tool_id: str,
+        args: dict[str, Any],
+        cap: CapabilityResult,
+        session: Session,
+        call_id: str,
+        scope: anyio.CancelScope | None,
+    ) -> Envelope:
         environment = policy = None
         if tool_id == "bash" or getattr(tool, "needs_environment", False):
             environment, policy = self.environment()
@@ -352,13 +421,16 @@ class Engine:
             registry=self.registry,
             engine=self,
         )
-        scope = anyio.CancelScope()
-        session.track(scope)
-        result = None
+        result: ToolResult | None = None
         failure: Envelope | None = None
+        # The call's own cancel scope carries the ceiling: one scope, no extra timer.
+        ceiling = tool.default_timeout_s + 5.0
         try:
-            with scope:
-                with anyio.fail_after(tool.default_timeout_s + 5.0):
+            if scope is not None:
+                scope.deadline = anyio.current_time() + ceiling
+                result = await tool.execute(args, runtime)
+            else:
+                with anyio.fail_after(ceiling):
                     result = await tool.execute(args, runtime)
         except TimeoutError:
             failure = self._refuse(tool, tool_id, "limit", "timeout", "the tool did not finish within its time limit")
@@ -370,6 +442,10 @@ class Engine:
         except Refusal as exc:
             failure = self._refuse(tool, tool_id, exc.layer, exc.code, exc.message)
         except Exception as exc:  # a tool bug must still end in an envelope
+            from ..environments.base import EnvironmentUnavailable
+
+            if isinstance(exc, EnvironmentUnavailable):  # the sandbox could not start: nothing ran unsandboxed
+                return self._refuse(tool, tool_id, "environment", "unavailable", f"the execution environment cannot run this call: {exc.reason}")
             failure = Envelope(
                 type="error",
                 error_text=f"internal error in tool {tool_id} ({type(exc).__name__})",
@@ -377,10 +453,6 @@ class Engine:
                 tool=tool_id,
                 error_code="internal_error",
             )
-        finally:
-            session.untrack(scope)
-        if scope.cancelled_caught or (result is None and failure is None):
-            return Envelope(type="error", error_text="the call was aborted", kind=tool.kind, tool=tool_id, error_code="aborted")
         if failure is not None:
             return failure
         assert result is not None

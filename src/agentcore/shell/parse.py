@@ -732,6 +732,9 @@ def _ts_gate(data: bytes, expected: int) -> None:
 # entry point
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def parse_shell(source: str) -> ParsedShell:
     """Parse ``source`` into its simple commands or raise :class:`ShellRefused`."""
     if not isinstance(source, str):
@@ -742,9 +745,12 @@ def parse_shell(source: str) -> ParsedShell:
         raise ShellRefused("encoding", "source is not valid Unicode text") from None
     if len(data) > MAX_SOURCE_BYTES:
         raise ShellRefused("too_long", f"source longer than {MAX_SOURCE_BYTES} bytes")
-    nul = source.find("\x00")
-    if nul >= 0:
-        raise _refuse("control_char", "NUL character", nul)
+    # Any C0 control character but tab and newline, or DEL, anywhere (quotes
+    # included): a CR or an escape sequence can make a command shown to a
+    # human look like another one (SHELL-5).
+    bad = _CONTROL.search(source)
+    if bad is not None:
+        raise _refuse("control_char", "control character", bad.start())
     if not source.strip(" \t\n"):
         raise ShellRefused("empty", "no command in source")
     p = _Parser(source)

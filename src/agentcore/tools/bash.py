@@ -65,9 +65,12 @@ class BashTool(Tool):
                 outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=spool)
         finally:
             spool.close()
+        exit_code = outcome.exit_code
+        if exit_code is None and outcome.term_signal:
+            exit_code = 128 + outcome.term_signal  # as the shell reports it, in every environment (SHELL-9)
         data: dict[str, Any] = {
             "output": spool.head_text(),
-            "exit_code": outcome.exit_code,
+            "exit_code": exit_code,
             "timed_out": outcome.timed_out,
         }
         if spool.truncated:

@@ -28,7 +28,7 @@ class QuestionTool(Tool):
             raise ToolFailure("headless", HEADLESS_QUESTION_TEXT)
         answers = await runtime.broker.question(args["questions"])
         if answers is None:
-            raise ToolFailure("no_answer", "the question was not answered")
+            raise ToolFailure("cancelled", "the question was dismissed or could not be answered; no answer was invented")
         if len(answers) != len(args["questions"]) or not all(isinstance(a, list) and all(isinstance(x, str) for x in a) for a in answers):
-            raise ToolFailure("no_answer", "the host returned answers of the wrong shape")
+            raise ToolFailure("cancelled", "the host returned answers of the wrong shape; no answer was invented")
         return ToolResult(data={"answers": answers})

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from wcmatch import glob as wcglob
 
-from ..errors import ToolFailure
+from ..errors import Refusal, ToolFailure
 from ..manifest.schema import FsSpec, ManifestSpec, RequiresSpec
 from ..paths import PathRefused, canonicalize
 from ..variables import _VAR
@@ -111,7 +111,7 @@ def _read_skill(fs: "ScopedFS", path: Path, limit: int) -> tuple[dict[str, Any],
     try:
         data = fs.read_bytes(path, limit)
         text = data.decode("utf-8")
-    except (ToolFailure, OSError, UnicodeDecodeError):
+    except (ToolFailure, Refusal, OSError, UnicodeDecodeError):  # an oversized or unreadable skill is skipped
         return None
     return split_front_matter(text)
 

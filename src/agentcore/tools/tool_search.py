@@ -55,9 +55,10 @@ def bm25_rank(query: str, docs: Sequence[tuple[str, str]], *, k1: float = K1, b:
     return scored
 
 
-def catalogue(tools: Iterable[Tool], enabled: Iterable[str]) -> dict[str, Tool]:
-    skip = set(LOCKED_IDS) | set(enabled)
-    return {t.id: t for t in tools if t.id not in skip}
+def catalogue(tools: Iterable[Tool], deferred: Iterable[str]) -> dict[str, Tool]:
+    """The searchable tools: those the manifest defers (never locked ones, never tools it did not name)."""
+    wanted = set(deferred) - set(LOCKED_IDS)
+    return {t.id: t for t in tools if t.id in wanted}
 
 
 class ToolSearchTool(Tool):
@@ -75,7 +76,7 @@ class ToolSearchTool(Tool):
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
         limit = int(args.get("max_results", DEFAULT_MAX_RESULTS))
-        found = catalogue(runtime.registry.tools(), runtime.manifest.tools)
+        found = catalogue(runtime.registry.tools(), runtime.manifest.deferred)
         # Tokenising splits ids into words ("repo_clone" -> repo, clone).
         docs = [(tid, f"{tid} {t.description}") for tid, t in found.items()]
         ranked = bm25_rank(args["query"], docs)[:limit]

@@ -54,7 +54,7 @@ from .base import CallContext, Tool, ToolResult
 if TYPE_CHECKING:
     from ..manifest.compiled import CompiledManifest
 
-DEFAULT_MAX_RESULTS = 10
+DEFAULT_MAX_RESULTS = 5
 MAX_QUERY_CHARS = 2000
 _MAX_TITLE = 500
 _MAX_SNIPPET = 2000

@@ -336,9 +336,6 @@ class AllToolsEnabled(AgentcoreHarness):
         m["tools"] = listed + [t for t in LOCKED_IDS if t not in listed]
         return m
 
-    def describe_compile(self, compiled: Any, registry: Any) -> dict[str, Any]:
-        return super().describe_compile(compiled, registry)
-
 
 class SloppyWindows(AgentcoreHarness):
     """`read` ignores its line and byte windows and returns the whole file."""

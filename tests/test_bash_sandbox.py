@@ -1,0 +1,323 @@
+"""Sandbox escapes that the capability check lets through on purpose: the OS (bwrap) must refuse.
+
+The manifests allow the commands with wildcard arguments, so argv paths are
+not checked by the engine at all; every refusal here comes from the mounts,
+the network namespace or the cleared environment, and each test shows the
+side effect did not happen (the lab tree is unchanged, no server saw a byte).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    from test_bash_support import (
+        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
+    )
+    from test_net_servers import RecordingServer, Reply, Sentinel
+except ImportError:  # pragma: no cover - imported as a package from the repository root
+    from tests.test_bash_support import (
+        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
+    )
+    from tests.test_net_servers import RecordingServer, Reply, Sentinel
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
+
+TOKEN = "s3cr3t-7f1c2e9a-do-not-leak"
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    require_bwrap()
+    with lab_tree() as tree:
+        yield tree
+
+
+@pytest.fixture
+def agent_for(make_agent: Callable[..., Any], lab: Lab) -> Callable[..., Any]:
+    def make(shell: Sequence[dict[str, Any]], **kw: Any) -> Any:
+        return make_agent(lab.ws, bash_manifest(shell, **kw), engine_kwargs={"watchdog": "default"})
+
+    return make
+
+
+FILE_SHELL = [
+    *(arity(c, n) for c in ("cp", "mv", "ln", "tee", "touch", "mkdir") for n in (1, 2, 3)),
+]
+
+
+def _links(lab: Lab) -> None:
+    (lab.ws / "to_out").symlink_to(lab.outside)
+    (lab.ws / "to_target").symlink_to(lab.outside / "target.txt")
+
+
+OUTSIDE_WRITES = [
+    ("cp", "cp a.txt ../outside/S"),
+    ("cp-target-directory", "cp --target-directory=../outside a.txt"),
+    ("mv-t", "mv -t ../outside a.txt"),
+    ("mv", "mv a.txt ../outside/S"),
+    ("tee", "tee ../outside/S"),
+    ("tee-append", "tee -a ../outside/target.txt"),
+    ("touch", "touch ../outside/S"),
+    ("touch-lab-root", "touch {root}/S"),
+    ("touch-prefix-sibling", "touch ../ws_evil/S"),
+    ("mkdir", "mkdir ../outside/D"),
+    ("symlinked-dir", "touch to_out/S"),
+    ("symlinked-dir-cp", "cp a.txt to_out/"),
+    ("symlinked-file-cp", "cp a.txt to_target"),
+    ("symlinked-file-tee", "tee to_target"),
+    ("symlinked-file-touch-date", "touch -d 2001-01-01 to_target"),
+    ("hard-link", "ln ../outside/target.txt hl"),
+    ("hard-link-cp-l", "cp -l ../outside/target.txt hl"),
+]
+
+
+@pytest.mark.parametrize("command", [c[1] for c in OUTSIDE_WRITES], ids=[c[0] for c in OUTSIDE_WRITES])
+async def test_allowed_commands_cannot_write_outside_the_write_roots(agent_for: Callable[..., Any], lab: Lab, command: str) -> None:
+    _links(lab)
+    mtime = os.stat(lab.outside / "target.txt").st_mtime_ns
+    before = lab.snapshot()
+    out = assert_os_refused(await agent_for(FILE_SHELL).call("bash", {"command": command.format(root=lab.root)}))
+    assert "Read-only file system" in out or "Invalid cross-device link" in out, out
+    assert lab.snapshot() == before
+    assert os.stat(lab.outside / "target.txt").st_mtime_ns == mtime
+
+
+async def test_control_the_same_commands_write_inside_the_workspace(agent_for: Callable[..., Any], lab: Lab) -> None:
+    agent = agent_for(FILE_SHELL)
+    for command in ("cp a.txt sub/S", "tee sub/T", "touch sub/U", "ln a.txt sub/hl", "mv sub/U sub/V"):
+        assert assert_ran(await agent.call("bash", {"command": command}))["exit_code"] == 0, command
+    assert sorted(p.name for p in (lab.ws / "sub").iterdir()) == ["S", "T", "V", "hl"]
+
+
+# -- protected files: existing ones stay, missing ones cannot be created ------------------
+
+PROTECTED = [
+    ("git-hook-no-hooks-dir", "touch .git/hooks/pre-commit", None),
+    ("git-hook-in-existing-hooks-dir", "touch .git/hooks/pre-commit", "hooks"),
+    ("git-hooks-mkdir", "mkdir -p .git/hooks/pre-commit.d", None),
+    ("git-without-git-dir", "mkdir -p .git/hooks/x", "no-git"),
+    ("git-file-without-git-dir", "touch .git", "no-git"),
+    ("git-config-tee", "tee .git/config", None),
+    ("git-config-cp", "cp a.txt .git/config", None),
+    ("git-config-rename", "mv .git/config c2", None),
+    ("git-dir-rename", "mv .git gitx", None),
+    ("git-info-attributes", "touch .git/info/attributes", None),
+    ("bashrc", "touch .bashrc", None),
+    ("bashrc-cp", "cp a.txt .bashrc", None),
+    ("bashrc-mv", "mv a.txt .bashrc", None),
+    ("profile", "tee .profile", None),
+    ("gitconfig", "touch .gitconfig", None),
+    ("gitmodules", "touch .gitmodules", None),
+    ("envrc", "touch .envrc", None),
+    ("mcp-json", "touch .mcp.json", None),
+    ("vscode-dir", "mkdir .vscode", None),
+    ("vscode-settings", "touch .vscode/settings.json", None),
+    ("agentcore-dir", "mkdir .agentcore", None),
+]
+
+
+@pytest.mark.parametrize(("command", "setup"), [c[1:] for c in PROTECTED], ids=[c[0] for c in PROTECTED])
+async def test_protected_paths_cannot_be_created_or_changed(agent_for: Callable[..., Any], lab: Lab, command: str, setup: str | None) -> None:
+    if setup == "hooks":
+        (lab.ws / ".git" / "hooks").mkdir()
+    elif setup == "no-git":
+        (lab.ws / ".git" / "config").unlink()
+        (lab.ws / ".git").rmdir()
+    before = lab.snapshot()
+    assert_os_refused(await agent_for(FILE_SHELL).call("bash", {"command": command}))
+    after = lab.snapshot()
+    if command == "mv .git/config c2":
+        # The rename fails (a mount point); mv then falls back to copy + unlink, and only the copy succeeds.
+        assert after.pop("ws/c2") == before["ws/.git/config"]
+    # Unchanged, and no mount-point placeholder is left behind either.
+    assert after == before
+
+
+async def test_a_gitdir_file_cannot_be_redirected(agent_for: Callable[..., Any], lab: Lab) -> None:
+    (lab.ws / ".git" / "config").unlink()
+    (lab.ws / ".git").rmdir()
+    (lab.ws / ".git").write_text("gitdir: ../outside/realgit\n")
+    (lab.ws / "evil").write_text("gitdir: sub/evilgit\n")
+    before = lab.snapshot()
+    for command in ("cp evil .git", "tee .git", "mv evil .git"):
+        assert_os_refused(await agent_for(FILE_SHELL).call("bash", {"command": command}))
+        assert lab.snapshot() == before, command
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="protected.sandbox_protected_paths only lists protected names directly under each write root, while "
+    "protected_reason (capability) protects them at any depth: `echo x > sub/.git/hooks/pre-commit` is refused, "
+    "but an allowed `touch`/`cp` creates the hook of a nested repository through the sandbox",
+)
+async def test_nested_repository_hooks_cannot_be_created(agent_for: Callable[..., Any], lab: Lab) -> None:
+    (lab.ws / "sub" / ".git" / "hooks").mkdir(parents=True)
+    agent = agent_for([*FILE_SHELL, arity("echo", 1)])
+    assert_refused(await agent.call("bash", {"command": "echo x > sub/.git/hooks/pre-commit"}), "capability", "protected")
+    await agent.call("bash", {"command": "cp a.txt sub/.git/hooks/pre-commit"})
+    assert not (lab.ws / "sub" / ".git" / "hooks" / "pre-commit").exists()
+
+
+# -- reads ----------------------------------------------------------------------------
+
+
+async def test_read_denied_paths_read_as_empty_to_an_allowed_cat(agent_for: Callable[..., Any], lab: Lab) -> None:
+    (lab.ws / "secret").mkdir()
+    (lab.ws / "secret" / "token.txt").write_text(TOKEN)
+    (lab.ws / "private.txt").write_text(TOKEN)
+    shell = [arity("cat", 1), allow("cat")]
+    # Control first: without the deny rules the same commands print the token, so the test can fail.
+    plain = agent_for(shell)
+    assert TOKEN in assert_ran(await plain.call("bash", {"command": "cat secret/token.txt"}))["output"]
+    rules = [
+        {"permission": "*", "pattern": "*", "action": "allow"},
+        {"permission": "fs.read", "pattern": "{workspace}/secret/**", "action": "deny"},
+        {"permission": "fs.read", "pattern": "{workspace}/private.txt", "action": "deny"},
+    ]
+    agent = agent_for(shell, rules=rules)
+    data = assert_ran(await agent.call("bash", {"command": "cat secret/token.txt"}))
+    assert TOKEN not in data["output"] and data["exit_code"] != 0
+    data = assert_ran(await agent.call("bash", {"command": "cat private.txt"}))
+    assert data["output"] == "" and data["exit_code"] == 0  # a file mask reads as empty
+    # Through a redirection the engine sees the path, so the rule itself refuses.
+    env = await agent.call("bash", {"command": "cat < private.txt"})
+    assert_refused(env, "permission", "denied")
+    assert TOKEN not in str(env.to_dict())
+
+
+async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = lab.root / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(TOKEN)
+    (home / ".netrc").write_text(TOKEN)
+    (home / "notes.txt").write_text(TOKEN)
+    monkeypatch.setenv("HOME", os.fspath(home))
+    shell = [arity("cat", 1)]
+    command = {"command": f"cat {home}/.ssh/id_rsa"}
+    # The default watchdog asks before a secret file is touched; headless, that is a refusal.
+    agent = make_agent(lab.ws, bash_manifest(shell), engine_kwargs={"watchdog": "default"})
+    assert_refused(await agent.call("bash", command), "ask", "headless")
+    # With the `secrets` category off (only so that the sandbox is what is tested), the mount hides them.
+    agent = make_agent(lab.ws, bash_manifest(shell, watchdog_disable=["secrets"]), engine_kwargs={"watchdog": "default"})
+    for cmd in (command, {"command": f"cat {home}/.netrc"}):
+        data = assert_ran(await agent.call("bash", cmd))
+        assert TOKEN not in data["output"]
+    # Control: the same home is readable elsewhere, so it is the mask that hides the secrets.
+    assert TOKEN in assert_ran(await agent.call("bash", {"command": f"cat {home}/notes.txt"}))["output"]
+
+
+async def test_secret_environment_of_the_host_is_not_visible(agent_for: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTCORE_BASH_TEST_SECRET", TOKEN)
+    assert os.environ["AGENTCORE_BASH_TEST_SECRET"] == TOKEN
+    agent = agent_for([allow("env"), allow("printenv"), arity("printenv", 1)])
+    listing = assert_ran(await agent.call("bash", {"command": "env"}))["output"]
+    assert "PATH=/usr/local/bin:/usr/bin:/bin" in listing and "HOME=/tmp" in listing  # it did run
+    assert TOKEN not in listing and "AGENTCORE_BASH_TEST_SECRET" not in listing
+    assert TOKEN not in assert_ran(await agent.call("bash", {"command": "printenv"}))["output"]
+    data = assert_ran(await agent.call("bash", {"command": "printenv AGENTCORE_BASH_TEST_SECRET"}))
+    assert data["output"] == "" and data["exit_code"] == 1
+
+
+# -- network without net.hosts --------------------------------------------------------
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[RecordingServer, Sentinel]]:
+    server = RecordingServer({"/": Reply(200, {}, b"host-says-hi")})
+    sentinel = Sentinel()
+    try:
+        yield server, sentinel
+    finally:
+        server.close()
+        sentinel.close()
+
+
+@pytest.mark.parametrize("flags", ["-s -m 5", "-s -m 5 --noproxy *", "-s -m 5 -x http://127.0.0.1:{port}"])
+async def test_no_net_hosts_means_no_network_for_an_allowed_curl(
+    agent_for: Callable[..., Any], lab: Lab, servers: tuple[RecordingServer, Sentinel], flags: str
+) -> None:
+    server, sentinel = servers
+    agent = agent_for([arity("curl", n) for n in range(1, 8)])
+    for port in (server.port, sentinel.port):
+        argv = flags.format(port=port).replace("*", "'*'")
+        data = assert_ran(await agent.call("bash", {"command": f"curl {argv} http://127.0.0.1:{port}/"}))
+        assert data["exit_code"] == 7, data  # could not connect: only lo exists, nothing listens there
+        assert "host-says-hi" not in data["output"]
+    assert server.requests == [] and sentinel.connection_count() == 0
+
+
+async def test_dev_tcp_is_refused_by_the_engine_and_unreachable_for_the_os(
+    agent_for: Callable[..., Any], lab: Lab, servers: tuple[RecordingServer, Sentinel]
+) -> None:
+    _, sentinel = servers
+    command = {"command": f"echo x > /dev/tcp/127.0.0.1/{sentinel.port}"}
+    assert_refused(await agent_for([arity("echo", 1)]).call("bash", command), "capability", "out_of_scope")
+    # Widen the write scope to /dev/tcp and switch the watchdog's `exfiltration` category off (it denies
+    # /dev/tcp redirections outright): only the sandbox's network namespace is left to refuse.
+    wide = agent_for(
+        [arity("echo", 1), arity("cat", 0)],
+        write=["{workspace}/**", "/dev/tcp/**"],
+        read=["{workspace}/**", "/dev/tcp/**"],
+        watchdog_disable=["exfiltration"],
+    )
+    out = assert_os_refused(await wide.call("bash", command))
+    assert "Connection refused" in out or "Network is unreachable" in out, out
+    assert_os_refused(await wide.call("bash", {"command": f"cat < /dev/tcp/127.0.0.1/{sentinel.port}"}))
+    assert sentinel.connection_count() == 0
+
+
+def _unix_listener(path: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(os.fspath(path))
+    s.listen(8)
+    return s
+
+
+def _pending(s: socket.socket) -> int:
+    s.setblocking(False)
+    n = 0
+    try:
+        while True:
+            conn, _ = s.accept()
+            conn.close()
+            n += 1
+    except BlockingIOError:
+        return n
+
+
+async def _curl_unix(agent_for: Callable[..., Any], path: Path) -> int:
+    """Connections a listener at `path` received while an allowed curl tried it through the sandbox."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    listener = _unix_listener(path)
+    try:
+        agent = agent_for([arity("curl", 6)])
+        data = assert_ran(await agent.call("bash", {"command": f"curl -s -m 2 --unix-socket {path} http://x/"}))
+        assert data["exit_code"] in (7, 28), data  # 7: could not connect; 28: connected, then timed out
+        return _pending(listener)
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("where", ["app.sock", "sub/app.sock"])
+async def test_unix_sockets_in_the_workspace_are_masked(agent_for: Callable[..., Any], lab: Lab, where: str) -> None:
+    assert await _curl_unix(agent_for, lab.ws / where) == 0
+
+
+UNMASKED_SOCKET = (
+    "bwrap.build_plan masks path unix sockets only up to WRITE_ROOT_SOCKET_DEPTH=2 inside write roots and "
+    "under /run, /var/run, /tmp; `--ro-bind / /` leaves every other socket connectable, so an allowed "
+    "`curl --unix-socket` reaches a host service listening there"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=UNMASKED_SOCKET)
+@pytest.mark.parametrize("where", ["ws/a/b/app.sock", "outside/svc.sock"])
+async def test_unix_sockets_elsewhere_are_not_reachable(agent_for: Callable[..., Any], lab: Lab, where: str) -> None:
+    assert await _curl_unix(agent_for, lab.root / where) == 0
