@@ -394,14 +394,9 @@ async def test_symlink_swapped_after_the_check_cannot_write_outside(engine: Call
     assert (lab.outside / "target.txt").read_text() == "original\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="capability._fs accepts a redirection target that is a hard link to a file outside fs.write "
-    "(canonicalize sees only the in-workspace name; st_nlink is never checked) and the write-root bind "
-    "mount lets bash open the shared inode, so the outside file is overwritten",
-)
 async def test_existing_hard_link_to_an_outside_file_is_not_a_way_out(agent_for: Callable[..., Any], lab: Lab) -> None:
     os.link(lab.outside / "target.txt", lab.ws / "hl")
-    await agent_for([arity("echo", 1)]).call("bash", {"command": "echo pwned > hl"})
+    env = await agent_for([arity("echo", 1)]).call("bash", {"command": "echo pwned > hl"})
+    assert_refused(env, "capability", "hard_link")
     # Refused by the capability check or failed on the mounts: either way the outside file is intact.
     assert (lab.outside / "target.txt").read_text() == "original\n"

@@ -151,12 +151,6 @@ async def test_a_gitdir_file_cannot_be_redirected(agent_for: Callable[..., Any],
         assert lab.snapshot() == before, command
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="protected.sandbox_protected_paths only lists protected names directly under each write root, while "
-    "protected_reason (capability) protects them at any depth: `echo x > sub/.git/hooks/pre-commit` is refused, "
-    "but an allowed `touch`/`cp` creates the hook of a nested repository through the sandbox",
-)
 async def test_nested_repository_hooks_cannot_be_created(agent_for: Callable[..., Any], lab: Lab) -> None:
     (lab.ws / "sub" / ".git" / "hooks").mkdir(parents=True)
     agent = agent_for([*FILE_SHELL, arity("echo", 1)])

@@ -27,6 +27,7 @@ another run's placeholder for a real file that nobody will clean up.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import stat
@@ -36,7 +37,7 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -98,7 +99,7 @@ def proxy_env(port: int) -> dict[str, str]:
     return {n: url for n in names} | {n.lower(): url for n in names}
 
 
-def _inside(path: Path, root: Path) -> bool:
+def _inside(path: Path | str, root: Path | str) -> bool:
     """Component-wise containment (`/ws` does not contain `/ws_evil`).
 
     On the normalised string forms: `Path.parents` would build a Path per
@@ -120,22 +121,43 @@ def _absolute(p: Path | str, what: str) -> Path:
     return Path(os.path.normpath(p))
 
 
-@dataclass
+def _depth_key(p: Path) -> tuple[int, Path]:
+    return (len(p.parts), p)
+
+
+def _proper_ancestors(s: str) -> Iterator[str]:
+    """`/a/b/c` -> `/`, `/a`, `/a/b` (normalised absolute paths)."""
+    if s == "/":
+        return
+    yield "/"
+    i = s.find("/", 1)
+    while i != -1:
+        yield s[:i]
+        i = s.find("/", i + 1)
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """`paths` (order kept) without those lying inside another of them: one set lookup per ancestor."""
+    have = {str(p) for p in paths}
+    return [p for p in paths if not any(a in have for a in _proper_ancestors(str(p)))]
+
+
+@dataclass(frozen=True)
 class _Plan:
-    args: list[str] = field(default_factory=list)
-    placeholders: list[Path] = field(default_factory=list)  # mount points bwrap will create on the host
+    args: tuple[str, ...]
+    placeholders: tuple[Path, ...]  # mount points bwrap will create on the host
 
 
 class _View:
     """What the sandbox will see of the host tree, for deciding which mounts are needed."""
 
-    def __init__(self, write_roots: list[Path], denied: list[Path], read_roots: list[Path] | None = None) -> None:
+    def __init__(self, write_roots: Sequence[Path], denied: Sequence[Path], read_roots: Sequence[Path] | None = None) -> None:
         self.write_roots = write_roots
         self.read_roots = read_roots or []
         self.denied = denied
         self.private_tmp = not any(_inside(TMP, r) for r in write_roots)
 
-    def writable(self, p: Path) -> bool:
+    def writable(self, p: Path | str) -> bool:
         return any(_inside(p, r) for r in self.write_roots)
 
     def hidden(self, p: Path, *, by_denial: bool = True) -> bool:
@@ -151,29 +173,38 @@ def _dir_shaped(p: Path) -> bool:
     return p.name in PROTECTED_DIRS or (p.name == "hooks" and p.parent.name == ".git")
 
 
-def _resolve_protected(p: Path, view: _View) -> tuple[Path, bool, bool]:
+def _resolve_protected(p: Path, view: _View, seen: dict[str, os.stat_result | None] | None = None) -> tuple[Path, bool, bool]:
     """(mount target, exists, dir_shaped) for protected path `p`.
 
     Walks component by component without trusting symlinks that the command
     could swap: a symlink inside a write root cannot be protected in place.
+    `seen` shares the lstat of common ancestors between the paths of one plan
+    (None in it: missing). Strings, not Paths: this runs for every component
+    of every protected path on every run.
     """
     parts = p.parts
-    cur = Path("/")
-    for i, name in enumerate(parts[1:], start=1):
-        cand = cur / name
-        last = i == len(parts) - 1
-        try:
-            st = os.lstat(cand)
-        except FileNotFoundError:
-            return cand, False, (not last) or _dir_shaped(p)
-        except OSError as exc:
-            raise EnvironmentUnavailable(f"cannot examine a protected path ({exc.strerror})") from None
+    seen = {} if seen is None else seen
+    cur = "/"
+    for i in range(1, len(parts)):
+        cand = cur + parts[i] if cur == "/" else cur + "/" + parts[i]
+        if cand in seen:
+            st = seen[cand]
+        else:
+            try:
+                st = os.lstat(cand)
+            except FileNotFoundError:
+                st = None
+            except OSError as exc:
+                raise EnvironmentUnavailable(f"cannot examine a protected path ({exc.strerror})") from None
+            seen[cand] = st
+        if st is None:
+            return Path(cand), False, i < len(parts) - 1 or _dir_shaped(p)
         if stat.S_ISLNK(st.st_mode):
             if view.writable(cand):
                 raise EnvironmentUnavailable(
                     f"protected path {p} goes through a symbolic link inside a writable root; it cannot be kept read-only"
                 )
-            cur = Path(os.path.realpath(cand))
+            cur = os.path.realpath(cand)
             continue
         if stat.S_ISDIR(st.st_mode):
             cur = cand
@@ -181,8 +212,8 @@ def _resolve_protected(p: Path, view: _View) -> tuple[Path, bool, bool]:
         # A non-directory: either the path itself, or something the rest of the
         # path would have to go through. Keeping it read-only (and unrenamable)
         # stops it being replaced by a directory that leads to the path.
-        return cand, True, False
-    return cur, True, False
+        return Path(cand), True, False
+    return Path(cur), True, False
 
 
 def _scan_sockets(top: Path, depth: int, budget: list[int]) -> Iterator[Path]:
@@ -248,13 +279,93 @@ def _validate_env(policy: SandboxPolicy) -> None:
             raise EnvironmentUnavailable("the command environment has an invalid variable name or value")
 
 
-def build_plan(policy: SandboxPolicy) -> _Plan:
-    """The mount arguments for `policy` (everything between the base flags and --clearenv)."""
-    cwd = _absolute(policy.cwd, "the working directory")
+# -- planning ---------------------------------------------------------------------
+#
+# A plan is built in three steps so that repeated runs of one policy pay only
+# for what can change between them:
+#   1. `_static`: what the policy alone decides (validated, normalised paths),
+#      cached per policy value;
+#   2. `_observe`: every fact about the host tree the plan depends on (real
+#      paths, what exists, protected-path resolution, unix sockets), gathered
+#      afresh for every plan — the tree changes between runs;
+#   3. `_plan_from`: the mount arguments, a pure function of those facts,
+#      memoised: equal facts give an equal plan, different facts a new one.
+
+
+@dataclass(frozen=True)
+class _Static:
+    cwd: Path
+    write_roots: tuple[Path, ...]
+    read_denied: tuple[Path, ...]
+    read_roots: tuple[Path, ...]
+    protected: tuple[Path, ...]
+    socket_dirs: tuple[Path, ...]
+    network: str
+    proxy_socket: Path | None
+    relay_script: Path | None
+
+
+_STATIC_MAX = 64
+_static_cache: dict[tuple[object, ...], _Static] = {}
+
+
+def _static(policy: SandboxPolicy) -> _Static:
+    # Every policy field the plan reads, and nothing else (the env does not shape mounts).
+    key = (
+        policy.cwd, policy.write_roots, policy.read_denied, policy.read_roots, policy.protected,
+        policy.mask_unix_sockets_under, policy.network, policy.proxy_socket, policy.relay_script, policy.proxy_port,
+    )
+    got = _static_cache.get(key)
+    if got is None:
+        got = _make_static(policy)
+        if len(_static_cache) >= _STATIC_MAX:
+            _static_cache.clear()
+        _static_cache[key] = got
+    return got
+
+
+def _make_static(policy: SandboxPolicy) -> _Static:
+    proxy_socket = relay_script = None
+    if policy.network == "proxy":
+        if policy.proxy_socket is None or policy.relay_script is None:
+            raise EnvironmentUnavailable("network 'proxy' needs a proxy socket and a relay script")
+        if not 0 < policy.proxy_port < 65536:
+            raise EnvironmentUnavailable("the relay port is out of range")
+        proxy_socket = _absolute(policy.proxy_socket, "the proxy socket")
+        relay_script = _absolute(policy.relay_script, "the relay script")
+    elif policy.network != "none":
+        raise EnvironmentUnavailable("unknown network mode")
+    return _Static(
+        cwd=_absolute(policy.cwd, "the working directory"),
+        write_roots=tuple(_absolute(r, "a write root") for r in policy.write_roots),
+        read_denied=tuple(_absolute(d, "a read-denied path") for d in policy.read_denied),
+        read_roots=tuple(_absolute(r, "a read root") for r in policy.read_roots),
+        protected=tuple(_absolute(p, "a protected path") for p in policy.protected),
+        socket_dirs=tuple(_absolute(d, "a socket directory") for d in policy.mask_unix_sockets_under),
+        network=policy.network,
+        proxy_socket=proxy_socket,
+        relay_script=relay_script,
+    )
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What the plan needs to know about the host tree, as observed now (hashable: the memo key)."""
+
+    empty: Path
+    roots: tuple[Path, ...]  # real write roots, shallowest first
+    denied: tuple[Path, ...]  # real existing read-denied paths (and our lock dir), outermost only
+    denied_dirs: tuple[bool, ...]  # per denied path: a directory (masked by a tmpfs, else by the empty file)
+    read_roots: tuple[Path, ...]  # real read roots the sandbox would otherwise hide
+    protected: tuple[tuple[Path, bool, bool], ...]  # per protected path: (mount target, exists, dir-shaped)
+    proxy: tuple[Path, Path] | None  # real (socket, relay) for network "proxy"
+    sockets: tuple[Path, ...]  # path unix sockets found, sorted
+
+
+def _observe(st: _Static) -> _Facts:
     empty = empty_file()  # also creates the private directory, which may need masking below
     roots: list[Path] = []
-    for r in policy.write_roots:
-        r = _absolute(r, "a write root")
+    for r in st.write_roots:
         if not r.exists():
             raise EnvironmentUnavailable(f"write root {r} does not exist")
         real = Path(os.path.realpath(r))
@@ -262,27 +373,23 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             raise EnvironmentUnavailable(f"write root {real} cannot be bound into the sandbox")
         if real not in roots:
             roots.append(real)
-    roots.sort(key=lambda x: (len(x.parts), x))
+    roots.sort(key=_depth_key)
 
     denied: list[Path] = []
-    for d in policy.read_denied:
-        d = _absolute(d, "a read-denied path")
+    for d in st.read_denied:
         if os.path.lexists(d):
             denied.append(Path(os.path.realpath(d)))
     lock_dir = _lock_dir()
-    view = _View(roots, [])
-    if not view.hidden(lock_dir):
+    if not _View(roots, []).hidden(lock_dir):
         denied.append(lock_dir)  # the placeholder locks are ours alone
-    denied = sorted(set(denied), key=lambda x: (len(x.parts), x))
     # A denied path inside another one is already hidden; mounting it would need a
     # mount point inside a read-only tmpfs.
-    denied = [d for d in denied if not any(o != d and _inside(d, o) for o in denied)]
+    denied = _outermost(sorted(set(denied), key=_depth_key))
     # Read roots are re-bound only where the sandbox would otherwise hide them,
     # never inside a write root (that would take writability away) or a denial.
     hiding = _View(roots, denied)
     read_roots: list[Path] = []
-    for r in policy.read_roots:
-        r = _absolute(r, "a read root")
+    for r in st.read_roots:
         if not r.is_dir():
             continue
         real = Path(os.path.realpath(r))
@@ -290,56 +397,23 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             continue
         if real not in read_roots:
             read_roots.append(real)
-    read_roots = [r for r in read_roots if not any(o != r and _inside(r, o) for o in read_roots)]
+    read_roots = _outermost(read_roots)
     view = _View(roots, denied, read_roots)
 
-    real_cwd = Path(os.path.realpath(cwd))
+    real_cwd = Path(os.path.realpath(st.cwd))
     if not real_cwd.is_dir():
         raise EnvironmentUnavailable("the working directory does not exist")
     if view.hidden(real_cwd):
         raise EnvironmentUnavailable("the working directory is hidden inside the sandbox (read-denied or private /tmp)")
 
-    plan = _Plan()
-    args = plan.args
+    seen: dict[str, os.stat_result | None] = {}
+    protected = tuple(_resolve_protected(p, view, seen) for p in st.protected)
 
-    # -- protected paths and the pins they need ------------------------------
-    protect: dict[Path, tuple[bool, bool]] = {}
-    for p in policy.protected:
-        target, exists, as_dir = _resolve_protected(_absolute(p, "a protected path"), view)
-        # Outside write roots everything is read-only already (or in the private /tmp).
-        if view.writable(target) and target not in roots and not view.hidden(target):
-            protect[target] = (exists, as_dir)
-    targets = sorted(protect, key=lambda x: (len(x.parts), x))
-    targets = [t for t in targets if not any(o != t and _inside(t, o) for o in targets)]
-    pins: set[Path] = set()
-    for t in targets:
-        for anc in t.parents:
-            if view.writable(anc) and anc not in roots:
-                pins.add(anc)
-
-    ro = set(read_roots)
-    for path in sorted([*read_roots, *roots, *pins], key=lambda x: (len(x.parts), x)):
-        args += ["--ro-bind" if path in ro else "--bind", str(path), str(path)]
-    for t in targets:
-        exists, as_dir = protect[t]
-        if exists:
-            args += ["--ro-bind", str(t), str(t)]
-        elif as_dir:
-            args += ["--perms", "0555", "--tmpfs", str(t), "--remount-ro", str(t)]
-            plan.placeholders.append(t)
-        else:
-            args += ["--ro-bind", str(empty), str(t)]
-            plan.placeholders.append(t)
-
-    # -- network relay ----------------------------------------------------------
-    keep: set[Path] = set()
-    if policy.network == "proxy":
-        if policy.proxy_socket is None or policy.relay_script is None:
-            raise EnvironmentUnavailable("network 'proxy' needs a proxy socket and a relay script")
-        if not 0 < policy.proxy_port < 65536:
-            raise EnvironmentUnavailable("the relay port is out of range")
-        sock = Path(os.path.realpath(_absolute(policy.proxy_socket, "the proxy socket")))
-        relay = Path(os.path.realpath(_absolute(policy.relay_script, "the relay script")))
+    proxy: tuple[Path, Path] | None = None
+    if st.network == "proxy":
+        assert st.proxy_socket is not None and st.relay_script is not None  # _static checked
+        sock = Path(os.path.realpath(st.proxy_socket))
+        relay = Path(os.path.realpath(st.relay_script))
         try:
             if not stat.S_ISSOCK(os.stat(sock).st_mode):
                 raise EnvironmentUnavailable("the proxy socket is not a unix socket")
@@ -347,20 +421,14 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             raise EnvironmentUnavailable("the proxy socket does not exist") from None
         if not relay.is_file():
             raise EnvironmentUnavailable("the network relay script does not exist")
-        python = _python()
-        for needed in (sock, relay, python):
+        for needed in (sock, relay, _python()):
             if any(_inside(needed, d) for d in view.denied):
                 raise EnvironmentUnavailable("the network relay or its interpreter is inside a read-denied path")
-        keep.add(sock)
-        # Bound at their own paths: under a private /tmp bwrap creates them in the tmpfs.
-        args += ["--ro-bind", str(sock), str(sock), "--ro-bind", str(relay), str(relay)]
-    elif policy.network != "none":
-        raise EnvironmentUnavailable("unknown network mode")
+        proxy = (sock, relay)
 
-    # -- unix sockets of host services -----------------------------------------
     budget = [SOCKET_SCAN_BUDGET]
     found: set[Path] = set()
-    tops = {Path(os.path.realpath(_absolute(d, "a socket directory"))): SYSTEM_SOCKET_DEPTH for d in policy.mask_unix_sockets_under}
+    tops = {Path(os.path.realpath(d)): SYSTEM_SOCKET_DEPTH for d in st.socket_dirs}
     for r in roots:
         if r.is_dir():
             tops[r] = max(tops.get(r, 0), WRITE_ROOT_SOCKET_DEPTH)
@@ -371,19 +439,93 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
             found.update(_scan_sockets(top, depth, budget))
         elif top.exists() and stat.S_ISSOCK(os.stat(top).st_mode):
             found.add(top)
-    for s in sorted(found - keep):
-        if not view.hidden(s):
-            args += ["--ro-bind", str(empty), str(s)]
+
+    denied_dirs = tuple(False if view.hidden(d, by_denial=False) else os.path.isdir(d) for d in denied)
+    return _Facts(
+        empty=empty,
+        roots=tuple(roots),
+        denied=tuple(denied),
+        denied_dirs=denied_dirs,
+        read_roots=tuple(read_roots),
+        protected=protected,
+        proxy=proxy,
+        sockets=tuple(sorted(found)),
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _plan_from(facts: _Facts) -> _Plan:
+    """The mount arguments for what `facts` describe (pure; see the module docstring for the order)."""
+    roots = list(facts.roots)
+    root_set = set(roots)
+    view = _View(roots, facts.denied, facts.read_roots)
+    args: list[str] = []
+    placeholders: list[Path] = []
+
+    # -- protected paths and the pins they need ------------------------------
+    protect: dict[Path, tuple[bool, bool]] = {}
+    for target, exists, as_dir in facts.protected:
+        # Outside write roots everything is read-only already (or in the private /tmp).
+        if view.writable(target) and target not in root_set and not view.hidden(target):
+            protect[target] = (exists, as_dir)
+    targets = _outermost(sorted(protect, key=_depth_key))
+    pins: set[Path] = set()
+    for t in targets:
+        for anc in t.parents:
+            if anc not in root_set and view.writable(anc):
+                pins.add(anc)
+
+    ro = set(facts.read_roots)
+    for path in sorted([*facts.read_roots, *roots, *pins], key=_depth_key):
+        args += ["--ro-bind" if path in ro else "--bind", str(path), str(path)]
+    empty = str(facts.empty)
+    for t in targets:
+        exists, as_dir = protect[t]
+        if exists:
+            args += ["--ro-bind", str(t), str(t)]
+        elif as_dir:
+            args += ["--perms", "0555", "--tmpfs", str(t), "--remount-ro", str(t)]
+            placeholders.append(t)
+        else:
+            args += ["--ro-bind", empty, str(t)]
+            placeholders.append(t)
+
+    # -- network relay ----------------------------------------------------------
+    keep: set[Path] = set()
+    if facts.proxy is not None:
+        sock, relay = facts.proxy
+        keep.add(sock)
+        # Bound at their own paths: under a private /tmp bwrap creates them in the tmpfs.
+        args += ["--ro-bind", str(sock), str(sock), "--ro-bind", str(relay), str(relay)]
+
+    # -- unix sockets of host services -----------------------------------------
+    for s in facts.sockets:
+        if s not in keep and not view.hidden(s):
+            args += ["--ro-bind", empty, str(s)]
 
     # -- read denials -----------------------------------------------------------
-    for d in denied:
+    for d, is_dir in zip(facts.denied, facts.denied_dirs):
         if view.hidden(d, by_denial=False):
             continue  # e.g. in the private /tmp: nothing of the host is visible there
-        if os.path.isdir(d):
+        if is_dir:
             args += ["--perms", "0555", "--tmpfs", str(d), "--remount-ro", str(d)]
         else:
-            args += ["--ro-bind", str(empty), str(d)]
-    return plan
+            args += ["--ro-bind", empty, str(d)]
+    return _Plan(args=tuple(args), placeholders=tuple(placeholders))
+
+
+def build_plan(policy: SandboxPolicy) -> _Plan:
+    """The mount arguments for `policy` (everything between the base flags and --clearenv).
+
+    The host tree is examined afresh every time; only the work that follows
+    from identical observations is reused.
+    """
+    return _plan_from(_observe(_static(policy)))
+
+
+def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
+    """The same plan with every cache bypassed (for tests comparing the two)."""
+    return _plan_from.__wrapped__(_observe(_make_static(policy)))
 
 
 # -- placeholder bookkeeping ------------------------------------------------------

@@ -6,6 +6,7 @@ Refusals here are final: nothing out of scope is ever turned into an `ask`.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,20 @@ def _shell(access: ShellAccess, tool: str, manifest: CompiledManifest, base: Pat
                 continue
             mode = "write" if red.mode == "write" else "read"
             _fs(FsAccess(arg=f"{access.arg} redirection", path=red.target, mode=mode), tool, manifest, session_dir, base, out)
+            if mode == "write":
+                _refuse_hard_link(out.checks[-1]["canonical"], access.arg)
     out.resolved[access.arg] = parsed
+
+
+def _refuse_hard_link(path: str, arg: str) -> None:
+    """A redirection writes in place: onto a file with several links it would change
+    every other name of that inode, possibly one outside the workspace."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise CapabilityRefused("hard_link", f"{arg} redirection: the target has other hard links; writing it in place could change files outside the scope")
 
 
 def check_capabilities(

@@ -20,6 +20,7 @@ import anyio
 
 from ..access import Access, ShellAccess
 from ..errors import Refusal
+from ..protected import nested_protected_paths
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -57,12 +58,19 @@ class BashTool(Tool):
         timeout = min(timeout, limits.bash_max_timeout_s)
         spool = runtime.byte_spool(limits.bash_bytes)
         policy = runtime.proc.policy
+        if policy is not None and policy.write_roots:
+            # Nested repositories and deeper config files exist only at call time: found now.
+            nested = nested_protected_paths(policy.write_roots)
+            if nested:
+                policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *nested])))
         argv = self.command_argv(args)
         try:
             if policy is not None and policy.network == "proxy":
-                outcome = await self._run_with_proxy(argv, runtime, timeout, spool)
-            else:
+                outcome = await self._run_with_proxy(argv, runtime, policy, timeout, spool)
+            elif policy is None:
                 outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=spool)
+            else:
+                outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
         finally:
             spool.close()
         exit_code = outcome.exit_code
@@ -78,7 +86,7 @@ class BashTool(Tool):
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
-    async def _run_with_proxy(self, argv: list[str], runtime: Any, timeout: float, spool: Any) -> Any:
+    async def _run_with_proxy(self, argv: list[str], runtime: Any, base_policy: Any, timeout: float, spool: Any) -> Any:
         from ..net.proxy import FilteringProxy
 
         relay = Path(__file__).resolve().parent.parent / "net" / "relay.py"
@@ -89,7 +97,7 @@ class BashTool(Tool):
         sock = sock_dir / "proxy.sock"
         decisions: list[dict[str, Any]] = []
         proxy = FilteringProxy(sock, tuple(runtime.manifest.effective.net_hosts), decisions.append)
-        policy = dataclasses.replace(runtime.proc.policy, proxy_socket=sock, relay_script=relay)
+        policy = dataclasses.replace(base_policy, proxy_socket=sock, relay_script=relay)
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(proxy.serve)
