@@ -151,6 +151,17 @@ def check_capabilities(
     if base is None and accesses:
         if any(isinstance(a, (FsAccess, ShellAccess)) for a in accesses):
             raise CapabilityRefused("no_workspace", "there is no workspace, so no path can be resolved")
+    try:
+        _check_all(accesses, tool, manifest, session_dir, base, out)
+    except CapabilityRefused as exc:
+        exc.extra["checks"] = out.checks  # explain shows what was compared before the refusal
+        raise
+    if not out.subjects:
+        out.subjects.append(Subject(tool, None, "none", ""))
+    return out
+
+
+def _check_all(accesses: list[Access], tool: str, manifest: CompiledManifest, session_dir: Path, base: Path | None, out: CapabilityResult) -> None:
     for access in accesses:
         if isinstance(access, FsAccess):
             _fs(access, tool, manifest, session_dir, base or Path("/nonexistent"), out)
@@ -160,6 +171,3 @@ def check_capabilities(
             _shell(access, tool, manifest, base or Path("/nonexistent"), session_dir, out)
         else:  # an access kind this engine does not know cannot be proven
             raise CapabilityRefused("unknown_access", "the tool declared an access the engine cannot check")
-    if not out.subjects:
-        out.subjects.append(Subject(tool, None, "none", ""))
-    return out

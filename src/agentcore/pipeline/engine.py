@@ -216,7 +216,7 @@ class Engine:
             accesses: list[Access] = tool.accesses(args, ctx)
             cap = check_capabilities(accesses, tool_id, self.manifest, session_dir=session.workdir)
         except Refusal as exc:
-            trace.add(exc.layer, "deny", code=exc.code, message=exc.message)
+            trace.add(exc.layer, "deny", code=exc.code, message=exc.message, checks=exc.extra.get("checks") or None)
             return self._refuse(tool, tool_id, exc.layer, exc.code, exc.message)
         except ToolFailure as exc:
             trace.add("schema", "deny", code=exc.code, message=exc.message)
