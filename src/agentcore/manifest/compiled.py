@@ -149,6 +149,9 @@ def compile_manifest(
 
     for tool_id in spec.tools:
         if not registry.has(tool_id):
+            broken = getattr(registry, "plugin_errors", {}).get(tool_id)
+            if broken:
+                raise CompileError(f"tool {tool_id!r} failed to load: {broken}", location=f"{origin}: tools")
             raise CompileError(f"unknown tool {tool_id!r} in tools", location=f"{origin}: tools")
     if len(set(spec.tools)) != len(spec.tools):
         raise CompileError("a tool is listed twice in tools", location=f"{origin}: tools")

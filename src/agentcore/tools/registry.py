@@ -31,6 +31,8 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
         self._locked_shapes: dict[str, str] = {}
+        # Third-party tools that failed to import or register, by entry-point name (TOOL-7).
+        self.plugin_errors: dict[str, str] = {}
 
     def register(self, tool: Tool, *, locked: bool = False) -> None:
         tid = getattr(tool, "id", None)
@@ -91,9 +93,14 @@ def build_registry(*, plugins: bool = True) -> ToolRegistry:
         reg.register(tool, locked=True)
     if plugins:
         for ep in entry_points(group="agentcore.tools"):
-            obj = ep.load()
-            tool = obj() if isinstance(obj, type) else obj
-            reg.register(tool)
+            # A broken plugin is unavailable, never fatal: the others keep working,
+            # and a manifest that enables it fails to compile with the reason.
+            try:
+                obj = ep.load()
+                tool = obj() if isinstance(obj, type) else obj
+                reg.register(tool)
+            except Exception as exc:
+                reg.plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
     return reg
 
 
