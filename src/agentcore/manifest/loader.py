@@ -73,24 +73,22 @@ def _validate(model: type[M], data: Any, path: Path, lines: dict[tuple[Any, ...]
         raise ManifestError(f"{key}: {first['msg']}{more}", location=f"{path}:{line}") from None
 
 
-def read_manifest_spec(path: Path) -> ManifestSpec:
+def _read(model: type[M], path: Path, what: str) -> M:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"cannot read manifest: {exc}", location=str(path)) from None
+        raise ManifestError(f"cannot read {what}: {exc}", location=str(path)) from None
     data, lines = _parse(text, path)
-    return _validate(ManifestSpec, data, path, lines)
+    return _validate(model, data, path, lines)
+
+
+def read_manifest_spec(path: Path) -> ManifestSpec:
+    return _read(ManifestSpec, path, "manifest")
 
 
 def read_rules_spec(path: Path) -> RulesFileSpec:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"cannot read rules file: {exc}", location=str(path)) from None
-    data, lines = _parse(text, path)
-    return _validate(RulesFileSpec, data, path, lines)
+    return _read(RulesFileSpec, path, "rules file")
 
 
 def manifest_spec_from_dict(data: dict[str, Any], *, origin: str = "<inline>") -> ManifestSpec:

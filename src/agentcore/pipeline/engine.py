@@ -293,18 +293,14 @@ class Engine:
             except Exception:  # a broken broker is a refusal, never an approval
                 choice = "cancelled"
             trace.add("ask", choice, asked_by=layer)
-            if choice == "allow_always":
+            if choice in ("allow_always", "reject_always"):
+                # Remember exactly what was answered, never a wider pattern (ASK-3, ASK-6).
+                allow = choice == "allow_always"
                 if worst.action == "ask":
                     for s in ask_subjects:
-                        session.add_session_rule(s.tool, exact_pattern(s), "allow")
+                        session.add_session_rule(s.tool, exact_pattern(s), "allow" if allow else "deny")
                 if verdict.action == "ask":
-                    session.stores.watchdog_approvals.add(digest)
-            elif choice == "reject_always":
-                if worst.action == "ask":
-                    for s in ask_subjects:
-                        session.add_session_rule(s.tool, exact_pattern(s), "deny")
-                if verdict.action == "ask":
-                    session.stores.watchdog_rejections.add(digest)
+                    (session.stores.watchdog_approvals if allow else session.stores.watchdog_rejections).add(digest)
             if choice not in ("allow_once", "allow_always"):
                 code = "cancelled" if choice == "cancelled" else "rejected"
                 return self._refuse(tool, tool_id, "ask", code, "the user declined this call" if code == "rejected" else "the permission request was cancelled", asked_by=layer)
