@@ -14,10 +14,11 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
+from .patterns.globtext import glob_unescape, has_wildcard
 from .protected import protected_reason
 from .rules.engine import Subject
 from .truncation import ByteSpool, LineSpool
@@ -59,6 +60,47 @@ class ScopedFS:
         # A listing or search reveals what `read` would: a rule denying `read`
         # on a path hides it from every search tool too.
         return self._tool == "read" or engine.evaluate(Subject("read", "fs.read", "path", path)).action != "deny"
+
+    def tree_filter(self, root: str) -> Callable[[str], bool] | None:
+        """The visibility test for search results at or beneath the canonical path `root`.
+
+        None when it is proven once for the whole tree that every such path is
+        visible, so a search need not test its results one by one: `root` lies
+        in the session directory or in an fs.read scope `<literal dir>/**`, and
+        no deny rule that `visible` consults has a literal prefix compatible
+        with `root` (the rule engine rejects any path not starting with a rule's
+        prefix, so such a rule cannot match there). Otherwise `visible`.
+        """
+        if self._tree_readable(root) and not self._deny_reaches(root):
+            return None
+        return self.visible
+
+    def _tree_readable(self, root: str) -> bool:
+        if is_within(root, self._s.workdir):
+            return True
+        for pp in self._m.effective.fs_read:
+            text = pp.expanded
+            if not text.endswith("/**") or has_wildcard(text[:-3]):
+                continue  # only `<literal dir>/**` covers a whole tree by construction
+            if is_within(root, glob_unescape(text[:-3]) or "/"):
+                return True
+        return False
+
+    def _deny_reaches(self, root: str) -> bool:
+        """Whether some deny rule `visible` consults could match `root` or a path beneath it."""
+        perms = {"*", self._tool, "read", "fs.read"}
+        under = root if root.endswith("/") else root + "/"
+        for cr in self._s.rule_engine.rules:
+            if cr.rule.action != "deny" or cr.rule.permission not in perms:
+                continue
+            fn, _literal, _exact, prefix = cr.matcher("path")
+            if fn is None:
+                continue  # not a valid path pattern: the engine skips it for paths too
+            # Every path the rule can match starts with `prefix`; every path here
+            # is `root` itself or starts with `under`.
+            if under.startswith(prefix) or prefix.startswith(under):
+                return True
+        return False
 
     def _recheck(self, path: Path, mode: str) -> Path:
         try:

@@ -94,6 +94,29 @@ class LineSpool:
                 self._file.write(ln.encode("utf-8", "surrogateescape") + b"\n")
         self._file.write(line.encode("utf-8", "surrogateescape") + b"\n")
 
+    def extend(self, lines: list[str], prefix: str = "") -> None:
+        """`add(prefix + line, prefix + line)` for each of `lines`, the sidecar part written in a
+        few large pieces (the search tools hand over thousands of paths at once)."""
+        room = self._limit - len(self.head) if self._file is None else 0
+        if room > 0:
+            head = [prefix + ln for ln in lines[:room]]
+            self.head.extend(head)
+            self._head_lines.extend(head)
+            self.total += len(head)
+            lines = lines[room:]
+        if not lines:
+            return
+        if self._file is None:
+            self.path, self._file = _new_sidecar(self._dir, self._tool)
+            for ln in self._head_lines:
+                self._file.write(ln.encode("utf-8", "surrogateescape") + b"\n")
+        self.total += len(lines)
+        sep = "\n" + prefix
+        step = 8192  # bounded temporary strings, whatever the number of lines
+        for i in range(0, len(lines), step):
+            text = prefix + sep.join(lines[i : i + step]) + "\n"
+            self._file.write(text.encode("utf-8", "surrogateescape"))
+
     @property
     def truncated(self) -> bool:
         return self.path is not None

@@ -46,8 +46,11 @@ def _killpg(pgid: int, sig: int) -> None:
         pass  # the group is already empty
 
 
-class _Child:
-    """The group leader: reaped only through `wait`, so its pid (= the group id) stays reserved until then."""
+class Child:
+    """A spawned group leader, reaped only through `wait` (so its pid, the group id, stays reserved until then).
+
+    Also used by the search tools for ripgrep.
+    """
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
@@ -92,11 +95,13 @@ async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio
     arrive wrapped in an ExceptionGroup) and `stop` is cancelled.
     """
     try:
+        unchecked = 0  # bytes read since our last checkpoint
         while True:
             try:
                 chunk = os.read(fd, CHUNK)
             except BlockingIOError:
-                await anyio.wait_readable(fd)
+                await anyio.wait_readable(fd)  # a checkpoint too
+                unchecked = 0
                 continue
             if not chunk:
                 return
@@ -108,9 +113,12 @@ async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio
                     if stop is not None:
                         stop.cancel()
                     return
-            # A command that never stops writing must still let the deadline
-            # and cancellation in: reads that never block are no checkpoint.
-            await checkpoint()
+            unchecked += len(chunk) + 16384  # small reads count too: at most 64 in a row
+            if unchecked >= CHUNK:
+                # A command that never stops writing must still let the deadline
+                # and cancellation in: reads that never block are no checkpoint.
+                await checkpoint()
+                unchecked = 0
     finally:
         state.eof.set()
 
@@ -120,7 +128,7 @@ async def _drain(fd: int, sink: OutputSink | None, grace_s: float) -> None:
         await _pump(fd, sink, _PumpState())
 
 
-async def _terminate(child: _Child, fd: int, sink: OutputSink | None) -> None:
+async def _terminate(child: Child, fd: int, sink: OutputSink | None) -> None:
     """SIGTERM the group, short grace, SIGKILL the group, reap the leader, drain the pipe."""
     pgid = child.pid
     _killpg(pgid, signal.SIGTERM)
@@ -142,7 +150,7 @@ def _outcome(returncode: int | None, *, timed_out: bool) -> ProcessOutcome:
     return ProcessOutcome(exit_code=returncode, timed_out=timed_out, cancelled=False, term_signal=None)
 
 
-def _output_pipe() -> tuple[int, int]:
+def output_pipe() -> tuple[int, int]:
     """(read end, write end), both close-on-exec in this process; the read end is non-blocking."""
     r, w = os.pipe2(os.O_CLOEXEC)
     try:
@@ -153,7 +161,7 @@ def _output_pipe() -> tuple[int, int]:
     return r, w
 
 
-def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd: int) -> _Child:
+def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd: int) -> Child:
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -165,7 +173,7 @@ def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd:
         close_fds=True,
     )
     try:
-        return _Child(proc)
+        return Child(proc)
     except BaseException:
         _killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -183,7 +191,7 @@ async def run_process_group(
     """Exec `argv` (stdin /dev/null, stdout+stderr merged) and stream output into `sink`."""
     if not argv:
         raise ValueError("empty argv")
-    fd, w = _output_pipe()
+    fd, w = output_pipe()
     try:
         child = _spawn(argv, cwd, env, w)
     except BaseException:

@@ -18,7 +18,7 @@ from wcmatch import glob as wcglob
 from ..access import Access, FsAccess
 from ..errors import ToolFailure
 from . import _schemas
-from ._rg import list_files, path_key
+from ._rg import decode_all, list_files_raw
 from .base import CallContext, Tool, ToolResult
 
 _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
@@ -35,9 +35,27 @@ def basename_prefilter(pattern: str) -> str | None:
     last = pattern.rsplit("/", 1)[-1]
     # rg's glob syntax differs from ours on classes, escapes, `{a,b}` and a
     # leading `!` (an exclusion): any of those and rg could drop a real match.
-    if last in ("", "**") or any(c in last for c in "[\\{}!"):
+    # rg reads globs as gitignore lines: a leading `#` is a comment and
+    # trailing spaces are dropped, which would narrow the glob.
+    if last in ("", "**") or any(c in last for c in "[\\{}!") or last.startswith("#") or last != last.rstrip():
         return None
     return last
+
+
+# Literal characters whose meaning is the same in rg's globs and ours, plus single `*`s.
+_PLAIN_BASENAME = re.compile(r"(?:[A-Za-z0-9._+,@%=~-]|\*(?!\*))+")
+
+
+def prefilter_is_exact(pattern: str, prefilter: str | None) -> bool:
+    """Whether rg's basename prefilter alone selects exactly what `pattern` matches.
+
+    True for `**/<name>` where <name> has only plain characters and single
+    `*`: rg matches a slash-free glob against the last component at any
+    depth, as `**/` does here (hidden directories and files included on both
+    sides), and `*` means any run of characters without `/` in both. `?` is
+    left out on purpose (rg's `?` is not defined the same way on non-ASCII).
+    """
+    return prefilter is not None and pattern == "**/" + prefilter and _PLAIN_BASENAME.fullmatch(prefilter) is not None
 
 
 class GlobTool(Tool):
@@ -61,17 +79,27 @@ class GlobTool(Tool):
         root = os.fspath(runtime.resolved["path"])
         if not os.path.isdir(root):
             raise ToolFailure("not_a_directory", "path is not a directory")
-        regex = compile_relative_glob(args["pattern"])
+        pattern = args["pattern"]
+        regex = compile_relative_glob(pattern)
+        prefilter = basename_prefilter(pattern)
         prefix = root.rstrip("/") + "/"
-        fs = runtime.fs
-        rels = await list_files(runtime.proc.rg_binary(), root, prefilter=basename_prefilter(args["pattern"]))
+        raws = await list_files_raw(runtime.proc.rg_binary(), root, prefilter=prefilter)
         # Sorting needs the whole (filtered) list of names; contents are never held.
-        found = sorted((prefix + rel for rel in rels if regex.match(rel)), key=path_key)
+        # The raw names share one prefix, so their byte order is FILE-16's.
+        raws.sort()
+        rels = decode_all(raws)
+        if not prefilter_is_exact(pattern, prefilter):
+            rels = [r for r in rels if regex.match(r)]
+        visible = runtime.fs.tree_filter(root)  # None: proven visible for the whole tree at once
         spool = runtime.line_spool(runtime.limits.glob_entries)
         try:
-            for full in found:
-                if fs.visible(full):
-                    spool.add(full, full)
+            if visible is None:
+                spool.extend(rels, prefix)
+            else:
+                for r in rels:
+                    full = prefix + r
+                    if visible(full):
+                        spool.add(full, full)
         finally:
             spool.close()
         data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}

@@ -1,0 +1,140 @@
+"""The watchdog itself: categories, the per-call review, the verdict and the manifest hook."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from ..watchdog import AllowAllWatchdog, Verdict, Watchdog, WatchdogCall
+from .dispatch import _review_command
+from .paths import _Ctx, _Finding, _norm
+from .secrets import _is_secret
+
+
+CATEGORIES: dict[str, str] = {
+    "exfiltration": "shell commands that send data to another host (curl/wget data flags or @file, "
+    "nc/socat/telnet/ssh/scp/sftp/rsync to a remote target, /dev/tcp redirections)",
+    "destructive": "recursive removal or permission changes outside the workspace or of the workspace itself, "
+    "disk tools (mkfs, dd to a device, shred, wipefs, fdisk, parted), forced git pushes, "
+    "git reset --hard / clean -fd / checkout -- . (ask)",
+    "code_execution_wrapper": "commands that run code taken from their arguments or stdin: shells, eval/source, "
+    "env/xargs/sudo-style wrappers, find -exec, git -c/aliases/ext::, sed e/w, awk system(), tar/rg hooks, "
+    "editors and pagers, interpreters (-c/-e deny, workspace scripts ask), make/npm run/npx (ask), "
+    "programs run by a path inside the workspace (ask)",
+    "secrets": "any tool touching well-known secret files (.env, *.pem, *.key, id_rsa*, ~/.ssh, "
+    "~/.aws/credentials, ~/.netrc, ~/.npmrc, ~/.pypirc, docker/kube/gh credentials) asks",
+    "network_shell": "network clients without data-sending flags are allowed (the capability check and "
+    "the sandbox govern hosts); listed so the name is stable, it never refuses",
+}
+
+# Not a category a manifest can switch off: a call the watchdog cannot analyse is refused.
+INTERNAL_CATEGORY = "internal"
+
+_WORDS = {
+    "exfiltration": "possible data exfiltration",
+    "destructive": "destructive operation",
+    "code_execution_wrapper": "arbitrary code execution",
+    "secrets": "secret file access",
+}
+
+
+def unknown_categories(names: Iterable[str]) -> list[str]:
+    """Names in `names` that are not watchdog categories (for manifest validation)."""
+    return sorted({n for n in names if n not in CATEGORIES})
+
+
+_PATHISH_KEYS = frozenset({"path", "file_path", "filepath", "file", "notebook_path", "glob", "include", "paths"})
+_GLOB_TOOL_KEYS = _PATHISH_KEYS | {"pattern"}  # the glob tool's pattern is a file-name pattern
+
+
+def _fspath_str(v: Any) -> str | None:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, os.PathLike):
+        p = os.fspath(v)
+        return p if isinstance(p, str) else None
+    return None
+
+
+class DefaultWatchdog:
+    """The engine's default watchdog; `disabled` names categories to skip."""
+
+    def __init__(self, disabled: Iterable[str] = ()) -> None:
+        names = list(disabled)
+        unknown = unknown_categories(names)
+        if unknown:
+            raise ValueError(f"unknown watchdog categories: {', '.join(unknown)}")
+        self._enabled = frozenset(CATEGORIES) - frozenset(names)
+        self._home = _norm(os.path.expanduser("~"))
+
+    @property
+    def enabled(self) -> frozenset[str]:
+        return self._enabled
+
+    async def review(self, call: WatchdogCall) -> Verdict:
+        try:
+            return self._review(call)
+        except Exception:  # never let a malformed call through
+            return Verdict("deny", "watchdog: the call could not be analysed", INTERNAL_CATEGORY)
+
+    def _review(self, call: WatchdogCall) -> Verdict:
+        enabled = self._enabled
+        check_secrets = "secrets" in enabled
+        ws_raw = getattr(call.manifest, "workspace", None)
+        ws = _norm(os.fspath(ws_raw)) if ws_raw is not None else None
+        ctx = _Ctx(ws, self._home, enabled)
+        if check_secrets:
+            for v in (call.paths or {}).values():
+                p = _fspath_str(v)
+                if p is not None and _is_secret(p):
+                    ctx.add("secrets", "ask", "the call touches a secret file")
+                    break
+        if call.tool == "bash":
+            commands = call.commands or _parse_fallback(call.args)
+            if commands is None:
+                return Verdict("deny", "watchdog: the shell command could not be analysed", INTERNAL_CATEGORY)
+            for i, cmd in enumerate(commands):
+                ctx.index = i
+                _review_command(ctx, tuple(cmd.argv), tuple(cmd.redirects or ()), check_secrets)
+            total = len(commands)
+        else:
+            total = 0
+            if check_secrets:
+                keys = _GLOB_TOOL_KEYS if call.tool == "glob" else _PATHISH_KEYS
+                for key, v in call.args.items():
+                    if key in keys:
+                        vals = v if isinstance(v, (list, tuple)) else (v,)
+                        if any(isinstance(x, str) and _is_secret(x) for x in vals):
+                            ctx.add("secrets", "ask", "the call touches a secret file")
+                            break
+        return _verdict(ctx.findings, total)
+
+
+def _parse_fallback(args: Any) -> tuple[Any, ...] | None:
+    """The pipeline normally hands the parsed commands over; parse with the same parser if it did not."""
+    source = args.get("command") if hasattr(args, "get") else None
+    if not isinstance(source, str):
+        return None
+    from ...shell.parse import ShellRefused, parse_shell
+
+    try:
+        return parse_shell(source).commands
+    except ShellRefused:
+        return None
+
+
+def _verdict(findings: list[_Finding], total: int) -> Verdict:
+    if not findings:
+        return Verdict.allow()
+    chosen = next((f for f in findings if f[0] == "deny"), findings[0])
+    action, category, detail, index = chosen
+    where = f" (command {index + 1} of {total})" if total > 1 else ""
+    return Verdict(action, f"{_WORDS[category]}: {detail}{where}", category)  # type: ignore[arg-type]
+
+
+def default_watchdog_for(manifest: Any) -> Watchdog:
+    """The watchdog a manifest asks for: off, or the default one minus its disabled categories."""
+    spec = getattr(getattr(manifest, "spec", None), "watchdog", None)
+    if spec is not None and getattr(spec, "enabled", True) is False:
+        return AllowAllWatchdog()
+    return DefaultWatchdog(getattr(spec, "disable", None) or ())
