@@ -64,16 +64,34 @@ class ScopedFS:
     def tree_filter(self, root: str) -> Callable[[str], bool] | None:
         """The visibility test for search results at or beneath the canonical path `root`.
 
-        None when it is proven once for the whole tree that every such path is
-        visible, so a search need not test its results one by one: `root` lies
-        in the session directory or in an fs.read scope `<literal dir>/**`, and
-        no deny rule that `visible` consults has a literal prefix compatible
-        with `root` (the rule engine rejects any path not starting with a rule's
-        prefix, so such a rule cannot match there). Otherwise `visible`.
+        Decided once per search instead of fully per result. When `root` lies in
+        the session directory or in an fs.read scope `<literal dir>/**`, every
+        path beneath it is readable, and only deny rules can still hide one; a
+        rule matches nothing that fails its literal prefix or suffix (the rule
+        engine's own quick rejects), so:
+
+        - None: no deny rule that `visible` consults can match anything here;
+          every result is visible, no per-path test is needed;
+        - else a predicate equal to `visible` on every path beneath `root`,
+          calling it only for paths that pass some reaching deny's quick checks.
+
+        Outside such a scope: `visible` itself.
         """
-        if self._tree_readable(root) and not self._deny_reaches(root):
+        if not self._tree_readable(root):
+            return self.visible
+        denies = self._reaching_denies(root)
+        if not denies:
             return None
-        return self.visible
+        visible = self.visible
+
+        def check(path: str) -> bool:
+            loose_end = path[-1:] in ("/", "\n")  # the matchers accept these past the suffix
+            for prefix, suffix in denies:
+                if path.startswith(prefix) and (loose_end or path.endswith(suffix)):
+                    return visible(path)
+            return True
+
+        return check
 
     def _tree_readable(self, root: str) -> bool:
         if is_within(root, self._s.workdir):
@@ -86,10 +104,11 @@ class ScopedFS:
                 return True
         return False
 
-    def _deny_reaches(self, root: str) -> bool:
-        """Whether some deny rule `visible` consults could match `root` or a path beneath it."""
+    def _reaching_denies(self, root: str) -> list[tuple[str, str]]:
+        """(literal prefix, literal suffix) of each deny rule `visible` consults that could match `root` or beneath."""
         perms = {"*", self._tool, "read", "fs.read"}
         under = root if root.endswith("/") else root + "/"
+        out: list[tuple[str, str]] = []
         for cr in self._s.rule_engine.rules:
             if cr.rule.action != "deny" or cr.rule.permission not in perms:
                 continue
@@ -99,8 +118,8 @@ class ScopedFS:
             # Every path the rule can match starts with `prefix`; every path here
             # is `root` itself or starts with `under`.
             if under.startswith(prefix) or prefix.startswith(under):
-                return True
-        return False
+                out.append((prefix, cr.literal_suffix("path")))
+        return out
 
     def _recheck(self, path: Path, mode: str) -> Path:
         try:

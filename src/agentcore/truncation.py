@@ -11,7 +11,15 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator, Sequence, TypeVar
+
+_T = TypeVar("_T")
+_SLICE = 8192  # lines per sidecar write: bounded temporary strings, whatever the number of lines
+
+
+def _slices(items: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    for i in range(0, len(items), _SLICE):
+        yield items[i : i + _SLICE]
 
 
 def _new_sidecar(directory: Path, tool: str) -> tuple[Path, IO[bytes]]:
@@ -89,9 +97,8 @@ class LineSpool:
             self._head_lines.append(line)
             return
         if self._file is None:
-            self.path, self._file = _new_sidecar(self._dir, self._tool)
-            for ln in self._head_lines:
-                self._file.write(ln.encode("utf-8", "surrogateescape") + b"\n")
+            self._open_sidecar()
+        assert self._file is not None
         self._file.write(line.encode("utf-8", "surrogateescape") + b"\n")
 
     def extend(self, lines: list[str], prefix: str = "") -> None:
@@ -104,18 +111,48 @@ class LineSpool:
             self._head_lines.extend(head)
             self.total += len(head)
             lines = lines[room:]
-        if not lines:
-            return
+        if lines:
+            sep = "\n" + prefix
+            for part in _slices(lines):
+                self._write_rest(len(part), (prefix + sep.join(part) + "\n").encode("utf-8", "surrogateescape"))
+
+    def extend_raw(self, names: list[bytes], prefix: str = "") -> None:
+        """`extend` for file names still in bytes (no NUL in any), surrogateescape-decoded only for the in-memory head."""
+        room = self._limit - len(self.head) if self._file is None else 0
+        if room > 0:
+            # One decode of the joined head (a NUL is in no name and ends any byte sequence).
+            head = names[:room]
+            if head:
+                self.extend(b"\0".join(head).decode("utf-8", "surrogateescape").split("\0"), prefix)
+            names = names[room:]
+        if names:
+            pre = prefix.encode("utf-8", "surrogateescape")
+            sep = b"\n" + pre
+            for part in _slices(names):
+                self._write_rest(len(part), pre + sep.join(part) + b"\n")
+
+    @property
+    def head_full(self) -> bool:
+        """Whether every further line goes to the sidecar only."""
+        return self._file is not None or len(self.head) >= self._limit
+
+    def add_lines_raw(self, count: int, data: bytes) -> None:
+        """`count` sidecar lines, already encoded and newline-terminated in `data`; only once `head_full`."""
+        if not self.head_full:
+            raise ValueError("the head is not full yet: lines must go through add()")
+        self._write_rest(count, data)
+
+    def _write_rest(self, count: int, data: bytes) -> None:
         if self._file is None:
-            self.path, self._file = _new_sidecar(self._dir, self._tool)
-            for ln in self._head_lines:
-                self._file.write(ln.encode("utf-8", "surrogateescape") + b"\n")
-        self.total += len(lines)
-        sep = "\n" + prefix
-        step = 8192  # bounded temporary strings, whatever the number of lines
-        for i in range(0, len(lines), step):
-            text = prefix + sep.join(lines[i : i + step]) + "\n"
-            self._file.write(text.encode("utf-8", "surrogateescape"))
+            self._open_sidecar()
+        assert self._file is not None
+        self.total += count
+        self._file.write(data)
+
+    def _open_sidecar(self) -> None:
+        self.path, self._file = _new_sidecar(self._dir, self._tool)
+        if self._head_lines:  # the head again, in one piece
+            self._file.write(("\n".join(self._head_lines) + "\n").encode("utf-8", "surrogateescape"))
 
     @property
     def truncated(self) -> bool:

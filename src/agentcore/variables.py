@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agentcore.patterns.globtext import glob_escape
 
+import functools
 import itertools
 import os
 import re
@@ -51,8 +52,10 @@ class Bindings:
             }
         )
 
-    @property
+    @functools.cached_property
     def workspace(self) -> Path | None:
+        # Cached: read on every call by the pipeline (CompiledManifest.workspace);
+        # `values` never changes after construction (a frozen dataclass).
         roots = self.values.get("workspace", ())
         return Path(roots[0]) if roots else None
 

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ _REPLACED = (Path("/dev"), Path("/proc"))  # fresh inside the sandbox; host cont
 SYSTEM_SOCKET_DEPTH = 4  # /run/user/1000/keyring/ssh is four levels below /run
 WRITE_ROOT_SOCKET_DEPTH = 2  # entries of a write root and of its subdirectories
 SOCKET_SCAN_BUDGET = 50_000  # directory entries per run; beyond that we refuse rather than guess
+SCAN_SETTLE_NS = 2_000_000_000  # a directory changed more recently than this keeps its scan from being reused
 RELAY_FAILED_EXIT = 125
 
 BASE_FLAGS: tuple[str, ...] = (
@@ -216,15 +218,60 @@ def _resolve_protected(p: Path, view: _View, seen: dict[str, os.stat_result | No
     return Path(cur), True, False
 
 
-def _scan_sockets(top: Path, depth: int, budget: list[int]) -> Iterator[Path]:
-    """Path unix sockets at most `depth` levels below `top` (symlinks to sockets resolved)."""
-    stack = [(top, 1)]
+_DirSig = tuple[int, int, int, int]  # st_dev, st_ino, st_mtime_ns, st_ctime_ns
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """One socket scan and what it depended on: every directory listed (or tried) and every symlink seen."""
+
+    found: frozenset[Path]
+    entries: int  # directory entries examined (the scan budget it spent)
+    dirs: tuple[tuple[str, _DirSig | None], ...]
+    links: tuple[tuple[str, str | None], ...]  # symlink -> the socket it resolved to, or None
+
+
+def _sig(path: str) -> _DirSig | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _link_socket(path: str) -> str | None:
+    try:
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            return os.path.realpath(path)
+    except OSError:
+        pass
+    return None
+
+
+def _scan_sockets(top: Path, depth: int, budget: list[int]) -> tuple[_Scan, bool]:
+    """Path unix sockets at most `depth` levels below `top` (symlinks to sockets resolved).
+
+    Also returns whether the scan may be reused: every directory it listed was
+    last changed more than SCAN_SETTLE_NS before the scan began (see `_sockets_under`).
+    """
+    settled_before = time.time_ns() - SCAN_SETTLE_NS
+    settled = True
+    stack = [(os.fspath(top), 1)]
+    dirs: list[tuple[str, _DirSig | None]] = []
+    links: list[tuple[str, str | None]] = []
+    found: set[Path] = set()
+    spent = 0
     while stack:
         where, level = stack.pop()
+        sig = _sig(where)  # before listing: a change after it shows up as a newer time
+        dirs.append((where, sig))
+        if sig is None or max(sig[2], sig[3]) > settled_before:
+            settled = False
         try:
             entries = list(os.scandir(where))
         except OSError:
             continue  # unreadable for us, so equally unreadable for the (capability-less) command
+        spent += len(entries)
         budget[0] -= len(entries)
         if budget[0] < 0:
             raise EnvironmentUnavailable("too many directory entries to check for unix sockets; refusing to run unchecked")
@@ -232,17 +279,53 @@ def _scan_sockets(top: Path, depth: int, budget: list[int]) -> Iterator[Path]:
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if level < depth:
-                        stack.append((Path(entry.path), level + 1))
+                        stack.append((entry.path, level + 1))
                     continue
                 if entry.is_file(follow_symlinks=False):
                     continue
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISSOCK(mode):
-                    yield Path(entry.path)
-                elif stat.S_ISLNK(mode) and stat.S_ISSOCK(os.stat(entry.path).st_mode):
-                    yield Path(os.path.realpath(entry.path))
+                    found.add(Path(entry.path))
+                elif stat.S_ISLNK(mode):
+                    target = _link_socket(entry.path)
+                    links.append((entry.path, target))
+                    if target is not None:
+                        found.add(Path(target))
             except OSError:
                 continue
+    return _Scan(frozenset(found), spent, tuple(dirs), tuple(links)), settled
+
+
+_SCAN_CACHE_MAX = 64
+_scan_cache: dict[tuple[Path, int], _Scan] = {}
+
+
+def _sockets_under(top: Path, depth: int, budget: list[int]) -> frozenset[Path]:
+    """`_scan_sockets`, reusing the previous scan of `top` when nothing it depended on changed.
+
+    Creating, removing or renaming an entry changes its directory's mtime, a
+    chmod its ctime, a mount over it its device and inode; a symlink's target
+    is resolved again. A scan is kept only if all its directories had been
+    unchanged for SCAN_SETTLE_NS when it began, so a change made in the same
+    timestamp tick as an earlier one (mtime unchanged) cannot go unnoticed.
+    """
+    key = (top, depth)
+    cached = _scan_cache.get(key)
+    if (
+        cached is not None
+        and cached.entries <= budget[0]
+        and all(_sig(d) == sig for d, sig in cached.dirs)
+        and all(_link_socket(link) == target for link, target in cached.links)
+    ):
+        budget[0] -= cached.entries
+        return cached.found
+    _scan_cache.pop(key, None)
+    scan, settled = _scan_sockets(top, depth, budget)
+    if settled:
+        if len(_scan_cache) >= _SCAN_CACHE_MAX:
+            _scan_cache.clear()
+        _scan_cache[key] = scan
+    return scan.found
 
 
 def _lock_dir() -> Path:
@@ -287,7 +370,9 @@ def _validate_env(policy: SandboxPolicy) -> None:
 #      cached per policy value;
 #   2. `_observe`: every fact about the host tree the plan depends on (real
 #      paths, what exists, protected-path resolution, unix sockets), gathered
-#      afresh for every plan — the tree changes between runs;
+#      afresh for every plan — the tree changes between runs. Only a socket
+#      scan may be reused, after proving that no directory it listed has
+#      changed (`_sockets_under`);
 #   3. `_plan_from`: the mount arguments, a pure function of those facts,
 #      memoised: equal facts give an equal plan, different facts a new one.
 
@@ -362,7 +447,7 @@ class _Facts:
     sockets: tuple[Path, ...]  # path unix sockets found, sorted
 
 
-def _observe(st: _Static) -> _Facts:
+def _observe(st: _Static, *, reuse_scans: bool = True) -> _Facts:
     empty = empty_file()  # also creates the private directory, which may need masking below
     roots: list[Path] = []
     for r in st.write_roots:
@@ -436,7 +521,7 @@ def _observe(st: _Static) -> _Facts:
         if view.hidden(top):
             continue  # e.g. the host /tmp behind the private one; write roots in it are tops themselves
         if top.is_dir():
-            found.update(_scan_sockets(top, depth, budget))
+            found.update(_sockets_under(top, depth, budget) if reuse_scans else _scan_sockets(top, depth, budget)[0].found)
         elif top.exists() and stat.S_ISSOCK(os.stat(top).st_mode):
             found.add(top)
 
@@ -525,7 +610,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
 
 def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
     """The same plan with every cache bypassed (for tests comparing the two)."""
-    return _plan_from.__wrapped__(_observe(_make_static(policy)))
+    return _plan_from.__wrapped__(_observe(_make_static(policy), reuse_scans=False))
 
 
 # -- placeholder bookkeeping ------------------------------------------------------

@@ -57,7 +57,10 @@ class Decision:
         return out
 
 
-_Entry = tuple[tuple[int, int, int], int, CompiledRule, "object", str]
+_LOOSE_ENDS = ("/", "\n")
+
+# (specificity, restrictiveness, rule, match function, literal prefix, literal suffix)
+_Entry = tuple[tuple[int, int, int], int, CompiledRule, "object", str, str]
 
 
 class RuleEngine:
@@ -86,7 +89,7 @@ class RuleEngine:
             if fn is None:
                 continue
             spec = (1 if exact else 0, literal, cr.perm_rank)
-            entry: _Entry = (spec, ACTION_RANK[cr.action], cr, fn, prefix)
+            entry: _Entry = (spec, ACTION_RANK[cr.action], cr, fn, prefix, cr.literal_suffix(kind))
             if cr.pinned:
                 pinned.append(entry)
             ranked.append(entry)
@@ -98,15 +101,18 @@ class RuleEngine:
     def evaluate(self, subject: Subject) -> Decision:
         pinned, ranked = self._candidates(subject.tool, subject.capability, subject.kind)
         value = subject.value
-        for _spec, _rank, cr, fn, prefix in pinned:
-            if (not prefix or value.startswith(prefix)) and fn(value, subject):
+        # A value not starting with a pattern's literal prefix, or not ending with
+        # its literal suffix, cannot match it: skipped without running the matcher.
+        # (The compiled matchers also accept trailing `/`s and one trailing newline
+        # after the suffix, so a value ending in either always goes to the matcher.)
+        loose_end = value[-1:] in _LOOSE_ENDS
+        for _spec, _rank, cr, fn, prefix, suffix in pinned:
+            if value.startswith(prefix) and (loose_end or value.endswith(suffix)) and fn(value, subject):
                 return Decision("deny", cr, subject, pinned=True)
         # Sorted by (specificity, restrictiveness) descending, so the first
         # match is the most specific one and, among equals, the most restrictive.
-        for _spec, _rank, cr, fn, prefix in ranked:
-            if prefix and not value.startswith(prefix):
-                continue
-            if fn(value, subject):
+        for _spec, _rank, cr, fn, prefix, suffix in ranked:
+            if value.startswith(prefix) and (loose_end or value.endswith(suffix)) and fn(value, subject):
                 return Decision(cr.action, cr, subject)
         return Decision("ask", None, subject)
 

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Literal
 from wcmatch import fnmatch as wcfnmatch
 
 from ..errors import CompileError
-from ..patterns.globtext import glob_literal_count, glob_literal_prefix, has_wildcard
+from ..patterns.globtext import _tokens, glob_literal_count, glob_literal_prefix, has_wildcard
 from ..patterns.path import compile_path_pattern
 from ..variables import Bindings, expand
 
@@ -25,6 +25,20 @@ CAPABILITY_KINDS: dict[str, SubjectKind] = {
     "net.fetch": "host",
     "shell.run": "command",
 }
+
+
+def glob_literal_suffix(pattern: str) -> str:
+    """The literal text after the last wildcard (unescaped); the whole text when there is none.
+
+    Every value a pattern matches as a whole ends with it, as every value
+    starts with `glob_literal_prefix`.
+    """
+    out: list[str] = []
+    for lit, text in reversed(_tokens(pattern)):
+        if not lit:
+            break
+        out.append(text)
+    return "".join(reversed(out))
 
 
 def most_restrictive(actions: Iterable[str]) -> str:
@@ -53,6 +67,7 @@ class CompiledRule:
     perm_rank: int
     anchor: Path | None
     _matchers: dict[str, tuple[Callable[..., bool] | None, int, bool, str]] = field(default_factory=dict, repr=False)
+    _suffixes: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def action(self) -> str:
@@ -69,6 +84,33 @@ class CompiledRule:
             got = self._build(kind)
             self._matchers[kind] = got
         return got
+
+    def literal_suffix(self, kind: SubjectKind) -> str:
+        """Every value the pattern matches for `kind` ends with this ("" when nothing can be said).
+
+        A second quick reject next to the literal prefix, for patterns such as
+        `**/*.env` whose prefix (the workspace, once anchored) rejects nothing.
+        """
+        got = self._suffixes.get(kind)
+        if got is None:
+            got = self._suffixes[kind] = self._build_suffix(kind)
+        return got
+
+    def _build_suffix(self, kind: SubjectKind) -> str:
+        text = self.expanded
+        if text == "*" or kind in ("none", "host"):
+            return ""  # host patterns match on the parsed host and port, not the value text
+        if kind == "path":
+            try:
+                pp = compile_path_pattern(self.rule.pattern, text, anchor=self.anchor)
+            except CompileError:
+                return ""
+            if pp.expanded.endswith("/**"):
+                return ""  # also matches the directory itself
+            return glob_literal_suffix(pp.expanded)
+        if kind == "command":
+            return glob_literal_suffix(text)
+        return ""
 
     def _build(self, kind: SubjectKind) -> tuple[Callable[..., bool] | None, int, bool, str]:
         text = self.expanded

@@ -9,6 +9,7 @@ limit go to the sidecar.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any
@@ -27,17 +28,29 @@ _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
 def compile_relative_glob(pattern: str) -> re.Pattern[str]:
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise ToolFailure("invalid_arguments", "pattern must be relative to path and must not contain '..'")
+    return _compile(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(pattern: str) -> re.Pattern[str]:
+    # Cached: every call translates its pattern twice (accesses, then execute).
     return re.compile("|".join(f"(?:{r})" for r in wcglob.translate(pattern, flags=_FLAGS)[0]))
 
 
 def basename_prefilter(pattern: str) -> str | None:
     """A basename glob rg can apply first; always at least as wide as the full pattern."""
     last = pattern.rsplit("/", 1)[-1]
+    if last in ("", "**"):
+        return None
+    # rg's `?` is one byte, ours one character: `*` in its place is safely wider
+    # (and one `*` for a run of them, which rg would read the same).
+    last = re.sub(r"[*?]+", "*", last)
     # rg's glob syntax differs from ours on classes, escapes, `{a,b}` and a
     # leading `!` (an exclusion): any of those and rg could drop a real match.
     # rg reads globs as gitignore lines: a leading `#` is a comment and
-    # trailing spaces are dropped, which would narrow the glob.
-    if last in ("", "**") or any(c in last for c in "[\\{}!") or last.startswith("#") or last != last.rstrip():
+    # trailing spaces are dropped, which would narrow the glob. And rg 14's
+    # glob matcher never matches a glob ending in `.` (`a.` misses the file `a.`).
+    if last in ("", "**") or any(c in last for c in "[\\{}!") or last.startswith("#") or last != last.rstrip() or last.endswith("."):
         return None
     return last
 
@@ -87,19 +100,23 @@ class GlobTool(Tool):
         # Sorting needs the whole (filtered) list of names; contents are never held.
         # The raw names share one prefix, so their byte order is FILE-16's.
         raws.sort()
-        rels = decode_all(raws)
-        if not prefilter_is_exact(pattern, prefilter):
-            rels = [r for r in rels if regex.match(r)]
+        exact = prefilter_is_exact(pattern, prefilter)
         visible = runtime.fs.tree_filter(root)  # None: proven visible for the whole tree at once
         spool = runtime.line_spool(runtime.limits.glob_entries)
         try:
-            if visible is None:
-                spool.extend(rels, prefix)
+            if visible is None and exact:
+                spool.extend_raw(raws, prefix)  # nothing left to decide per name: decode only the head
             else:
-                for r in rels:
-                    full = prefix + r
-                    if visible(full):
-                        spool.add(full, full)
+                rels = decode_all(raws)
+                if not exact:
+                    rels = [r for r in rels if regex.match(r)]
+                if visible is None:
+                    spool.extend(rels, prefix)
+                else:
+                    for r in rels:
+                        full = prefix + r
+                        if visible(full):
+                            spool.add(full, full)
         finally:
             spool.close()
         data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}

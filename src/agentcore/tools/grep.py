@@ -7,141 +7,166 @@ the limit go to the sidecar. Two ways to get there:
 
 - the whole tree: when visibility is proven for everything under the root
   at once (`ScopedFS.tree_filter`) and there is no `glob` filter, ONE
-  parallel rg searches the root; its output comes grouped per file (rg
-  prints each file's matches in one piece) in no particular order, so the
-  groups are kept — in memory up to a budget, then in an unnamed temporary
-  file — and replayed sorted by path;
+  parallel rg searches the root. Its output comes grouped per file (rg
+  prints each file's matches in one piece) in no particular order: the
+  groups are indexed in rg's output file and replayed sorted by path;
 - file lists: otherwise the files are listed, filtered by `glob` and by
   visibility (a hidden file is never even opened), sorted, and searched in
-  batches, a few rg processes at a time; each batch's output is kept the same
-  way until the batches before it have been emitted.
+  batches, a few rg processes at a time (each -j1, so in our order); each
+  batch's output is replayed once the batches before it have been.
 
-Both pass `--no-mmap`: rg otherwise memory-maps when given at most ten
-files, and a NUL byte after the first block then stops a file's search or
-not depending on how many files shared its batch (FILE-14 only fixes the
-first block).
+Either way the output waits in rg's unnamed output file (`_rg.rg_output`),
+not in memory. Both pass `--no-mmap`: rg otherwise memory-maps when given at
+most ten files, and a NUL byte after the first block then stops a file's
+search or not depending on how many files shared its batch (FILE-14 only
+fixes the first block).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import stat
-import tempfile
 from typing import IO, Any, Callable, Iterator
 
 import anyio
+from anyio.lowlevel import checkpoint
 
 from ..access import Access, FsAccess
 from ..errors import ToolFailure
+from ..truncation import LineSpool
 from . import _schemas
-from ._rg import list_files_raw, rg_run
+from ._rg import list_files_raw, read_records, rg_output, rg_run
 from .glob import basename_prefilter, compile_relative_glob
 from .base import CallContext, Tool, ToolResult
 
 MAX_LINE_CHARS = 2000
-CONCURRENCY = 3  # rg processes at once for file lists (each -j1, so the order within a batch is ours)
+CONCURRENCY = 3  # rg processes at once for file lists
 BATCH_FILES_MIN = 256  # below this, more batches cost more process starts than they save
 BATCH_FILES_MAX = 8192
 BATCH_BYTES_MAX = 512 * 1024  # argv bytes per batch, far below ARG_MAX (2 MiB on Linux)
-SPILL_BUDGET = 8 << 20  # bytes of pending output held in memory per buffer before spilling to disk
+IN_MEMORY_MAX = 8 << 20  # rg output up to this size is read back whole; larger, group by group
+# Match records exactly as rg prints them (path without NUL or newline, then the line number).
+_RECORDS = re.compile(rb"(?:[^\0\n]*\0[1-9][0-9]*:[^\n]*\n)*")
+_DOTTED_RECORDS = re.compile(rb"(?:\./[^\0\n]*\0[1-9][0-9]*:[^\n]*\n)*")
+_RUN_BYTES = 4 << 20  # match bytes rewritten at once past the head
 
 
-class _Pending:
-    """rg result records (the part after the path) kept until they can be emitted in order.
+class _Output:
+    """One rg run's output file, indexed by file group: (path, arrival, start, end) byte ranges."""
 
-    Appended in arrival order as regions (one per file group); held in memory
-    up to SPILL_BUDGET, then in an unnamed temporary file, so a search whose
-    output is huge costs disk, not RAM.
-    """
-
-    def __init__(self) -> None:
-        self._mem = bytearray()
-        self._file: IO[bytes] | None = None
-        self._size = 0
-
-    def append(self, data: bytes) -> None:
-        self._mem += data
-        self._size += len(data)
-        if len(self._mem) > SPILL_BUDGET:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile()
-            self._file.write(self._mem)
-            self._mem = bytearray()
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def region(self, start: int, end: int) -> bytes:
-        if self._file is None:
-            return bytes(self._mem[start:end])
-        on_disk = self._size - len(self._mem)
-        if start >= on_disk:
-            return bytes(self._mem[start - on_disk : end - on_disk])
-        self._file.flush()
-        head = os.pread(self._file.fileno(), min(end, on_disk) - start, start)
-        return head + bytes(self._mem[: max(0, end - on_disk)])
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        self._mem = bytearray()
-
-
-class _Groups:
-    """Per-file groups of rg records: (path bytes, arrival number, start, end) into one `_Pending`."""
-
-    def __init__(self) -> None:
-        self.pending = _Pending()
+    def __init__(self, f: IO[bytes]) -> None:
+        self._f = f
         self.index: list[tuple[bytes, int, int, int]] = []
-        self._path: bytes | None = None
-        self._start = 0
+        self._data: bytes | None = None
 
-    def add_records(self, records: list[bytes]) -> None:
-        pending = self.pending
-        for rec in records:
-            path, sep, rest = rec.partition(b"\0")
-            if not sep:
-                continue  # e.g. rg's "binary file matches" notice: such files are skipped
-            if path != self._path:
-                self._close_group()
-                self._path = path
-                self._start = pending.size
-            pending.append(rest + b"\n")
+    async def build_index(self) -> None:
+        index = self.index
+        cur: list[Any] = [None, 0, 0]  # path, start, end of the open group
 
-    def _close_group(self) -> None:
-        if self._path is not None and self.pending.size > self._start:
-            self.index.append((self._path, len(self.index), self._start, self.pending.size))
-        self._path = None
+        def on_records(pos: int, records: list[bytes]) -> None:
+            for rec in records:
+                path, sep, _rest = rec.partition(b"\0")
+                end = pos + len(rec) + 1
+                if sep:  # anything else (rg's "binary file matches" notice) is skipped
+                    if path == cur[0] and cur[2] == pos:
+                        cur[2] = end
+                    else:
+                        if cur[0] is not None:
+                            index.append((cur[0], len(index), cur[1], cur[2]))
+                        cur[0], cur[1], cur[2] = path, pos, end
+                pos = end
 
-    def finish(self) -> None:
-        self._close_group()
+        size = os.fstat(self._f.fileno()).st_size
+        if size <= IN_MEMORY_MAX:
+            # Small (the usual case): read once, kept for replaying the groups.
+            self._data = data = os.pread(self._f.fileno(), size, 0)
+            records = data.split(b"\n")
+            tail = records.pop()
+            on_records(0, records)
+            if tail:
+                on_records(len(data) - len(tail), [tail])
+        else:
+            await read_records(self._f, on_records)
+        if cur[0] is not None:
+            index.append((cur[0], len(index), cur[1], cur[2]))
 
     def groups(self, *, sort: bool) -> Iterator[tuple[bytes, bytes]]:
-        """(path, records) per group; sorted by path bytes (then arrival) when `sort`."""
-        index = sorted(self.index) if sort else self.index
-        for path, _n, start, end in index:
-            yield path, self.pending.region(start, end)
+        """(path, raw records `path\0line:text\n`...) per group; by path bytes (then arrival) when `sort`."""
+        for path, _n, start, end in sorted(self.index) if sort else self.index:
+            if self._data is not None:
+                yield path, self._data[start:end]
+            else:
+                yield path, os.pread(self._f.fileno(), end - start, start)
 
     def close(self) -> None:
-        self.pending.close()
+        self._f.close()
 
 
-def _emit(groups: Iterator[tuple[bytes, bytes]], prefix: str, add: Callable[[object, str], None]) -> None:
-    for raw_path, block in groups:
-        rel = raw_path[2:] if raw_path.startswith(b"./") else raw_path
-        if b".git" in rel and b".git" in rel.split(b"/"):
-            continue  # never: rg skipped `.git`; kept in step with list_files_raw
-        full = prefix + rel.decode("utf-8", "surrogateescape")
-        for rest in block.split(b"\n")[:-1]:
-            num, _, text = rest.partition(b":")
-            if not num.isdigit():
-                continue
-            line = int(num)
-            line_text = text.decode("utf-8", "replace")
-            add({"path": full, "line": line, "text": line_text}, f"{full}:{line}:{line_text}")
+async def _emit(groups: Iterator[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
+    """Add the groups' matches to `spool`, in order.
+
+    Until the spool's in-memory head is full, record by record (it needs the
+    parsed items). After that only sidecar lines are needed, and for valid
+    UTF-8 `<path>:<line>:<text>` is rg's own `<path>\0<line>:<text>` with the
+    root put in front and the NUL made a colon: whole runs of groups are
+    checked and rewritten at once. `dotted`: rg printed each path as `./rel`.
+    """
+    it = iter(groups)
+    for raw_path, raw in it:
+        if spool.head_full:
+            break
+        _emit_group(raw_path, raw, prefix, spool)
+    else:
+        return
+    run: list[tuple[bytes, bytes]] = [(raw_path, raw)]
+    size = len(raw)
+    for raw_path, raw in it:
+        if size >= _RUN_BYTES:
+            _emit_run(run, prefix, spool, dotted=dotted)
+            run, size = [], 0
+            await checkpoint()
+        run.append((raw_path, raw))
+        size += len(raw)
+    _emit_run(run, prefix, spool, dotted=dotted)
+
+
+def _emit_group(raw_path: bytes, raw: bytes, prefix: str, spool: LineSpool) -> None:
+    rel = raw_path[2:] if raw_path.startswith(b"./") else raw_path
+    if b".git" in rel and b".git" in rel.split(b"/"):
+        return  # never: rg skipped `.git`; kept in step with list_files_raw
+    full = prefix + rel.decode("utf-8", "surrogateescape")
+    for record in raw.split(b"\n")[:-1]:
+        num, _, text = record.partition(b"\0")[2].partition(b":")
+        if not num.isdigit():
+            continue
+        line = int(num)
+        line_text = text.decode("utf-8", "replace")
+        spool.add({"path": full, "line": line, "text": line_text}, f"{full}:{line}:{line_text}")
+
+
+def _emit_run(run: list[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
+    data = b"".join(raw for _path, raw in run)
+    if _bulk_ready(data, dotted=dotted):
+        pre = b"\n" + prefix.encode("utf-8", "surrogateescape")
+        # Every record (data ends with a newline) gets the root in front of its path.
+        lines = (b"\n" + data[:-1]).replace(b"\n./" if dotted else b"\n", pre)[1:].replace(b"\0", b":") + b"\n"
+        spool.add_lines_raw(data.count(b"\n"), lines)
+        return
+    for raw_path, raw in run:  # something unusual in this run: the careful way
+        _emit_group(raw_path, raw, prefix, spool)
+
+
+def _bulk_ready(data: bytes, *, dotted: bool) -> bool:
+    """Whether every record in `data` is a plain match line whose sidecar form is a byte rewrite."""
+    if b".git" in data:
+        return False  # possibly a `.git` component to drop (never from rg): leave it to _emit_group
+    try:
+        data.decode("utf-8")  # text that would need replacement characters cannot be copied
+    except UnicodeDecodeError:
+        return False
+    return (_DOTTED_RECORDS if dotted else _RECORDS).fullmatch(data) is not None
 
 
 class GrepTool(Tool):
@@ -182,9 +207,9 @@ class GrepTool(Tool):
         spool = runtime.line_spool(runtime.limits.grep_matches)
         try:
             if is_dir and visible is None and filt is None:
-                await _search_tree(base, pattern, root, spool.add)
+                await _search_tree(base, pattern, root, spool)
             else:
-                await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, visible, spool.add)
+                await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, visible, spool)
         finally:
             spool.close()
         data: dict[str, Any] = {"matches": list(spool.head), "total": spool.total}
@@ -202,7 +227,7 @@ class GrepTool(Tool):
         only_name: bool,
         glob_arg: str | None,
         visible: Callable[[str], bool] | None,
-        add: Callable[[object, str], None],
+        spool: LineSpool,
     ) -> None:
         # 1. The files to search: listed, filtered by `glob` (FILE-15) and by
         # visibility, then sorted (FILE-16). A hidden file is never even opened.
@@ -225,41 +250,39 @@ class GrepTool(Tool):
         if not files:  # still report an invalid pattern
             await rg_run(argv + ["/dev/null"], cwd, lambda _records: None)
             return
-        await _search_batches(argv, cwd, _batches(files), prefix, add)
+        await _search_batches(argv, cwd, _batches(files), prefix, spool)
 
 
-async def _search_tree(base: list[str], pattern: list[str], root: str, add: Callable[[object, str], None]) -> None:
+async def _search_tree(base: list[str], pattern: list[str], root: str, spool: LineSpool) -> None:
     # The walk's own rules match list_files_raw: hidden files, no ignore files,
     # no `.git`, no symlinks followed; names with a newline are skipped as
     # there (rg's line-oriented output could not attribute their matches).
     argv = base + ["--hidden", "--no-ignore", "--glob", "!*\n*", "--glob", "!.git"] + pattern + ["."]
-    groups = _Groups()
+    out = _Output(await rg_output(argv, root))
     try:
-        await rg_run(argv, root, groups.add_records)
-        groups.finish()
-        _emit(groups.groups(sort=True), root.rstrip("/") + "/", add)
+        await out.build_index()
+        await _emit(out.groups(sort=True), root.rstrip("/") + "/", spool, dotted=True)
     finally:
-        groups.close()
+        out.close()
 
 
-async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, add: Callable[[object, str], None]) -> None:
+async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, spool: LineSpool) -> None:
     """Search the batches, up to CONCURRENCY at once, emitting their results in batch order.
 
     At most CONCURRENCY batches are outstanding (running, or finished and
-    waiting for an earlier one), which bounds what is held at once.
+    waiting for an earlier one to be emitted).
     """
-    outs: list[_Groups | None] = [None] * len(batches)
+    outs: list[_Output | None] = [None] * len(batches)
     errors: list[BaseException | None] = [None] * len(batches)
     done = [anyio.Event() for _ in batches]
     window = anyio.Semaphore(CONCURRENCY)
     failure: BaseException | None = None
 
     async def run(i: int) -> None:
-        groups = _Groups()
-        outs[i] = groups
         try:
-            await rg_run(argv + batches[i], cwd, groups.add_records)
-            groups.finish()
+            out = _Output(await rg_output(argv + batches[i], cwd))
+            outs[i] = out
+            await out.build_index()
         except ToolFailure as exc:
             errors[i] = exc
         finally:
@@ -280,17 +303,17 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                     failure = errors[i]
                     tg.cancel_scope.cancel()
                     break
-                groups = outs[i]
-                assert groups is not None
+                out = outs[i]
+                assert out is not None
                 # Within a batch rg (-j1) keeps the order of its arguments: already sorted.
-                _emit(groups.groups(sort=False), prefix, add)
-                groups.close()
+                await _emit(out.groups(sort=False), prefix, spool, dotted=False)
+                out.close()
                 outs[i] = None
                 window.release()
     finally:
-        for g in outs:
-            if g is not None:
-                g.close()
+        for o in outs:
+            if o is not None:
+                o.close()
     if failure is not None:
         raise failure
 
