@@ -13,7 +13,6 @@ from typing import Any
 
 from ..access import Access, NetAccess
 from ..errors import ToolFailure
-from ..net.fetch import FetchPolicy, FetchRefused, fetch_url
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -47,6 +46,10 @@ class WebFetchTool(Tool):
         return f"Fetch {safe_origin(str(args.get('url', '')))}"
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        # Imported here: httpx and the HTML converter cost ~75 ms, which calls of
+        # other tools (and `agentcore call read …`) should not pay.
+        from ..net.fetch import FetchPolicy, FetchRefused, fetch_url
+
         url, _target = runtime.resolved["url"]
         limits = runtime.limits
         session = runtime.session
