@@ -24,7 +24,7 @@ import fcntl
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -88,29 +88,6 @@ class _PumpState:
         self.sink_error: Exception | None = None
 
 
-async def read_pipe(fd: int, size: int = CHUNK) -> "AsyncIterator[bytes]":
-    """Blocks read from a non-blocking pipe until EOF, with a checkpoint at least every `size` bytes.
-
-    Reads that never block are no checkpoint: a producer that never stops
-    writing must still let deadlines and cancellation in.
-    """
-    unchecked = 0  # bytes read since our last checkpoint
-    while True:
-        try:
-            chunk = os.read(fd, size)
-        except BlockingIOError:
-            await anyio.wait_readable(fd)  # a checkpoint too
-            unchecked = 0
-            continue
-        if not chunk:
-            return
-        yield chunk
-        unchecked += len(chunk) + 16384  # small reads count too: at most 64 in a row
-        if unchecked >= size:
-            await checkpoint()
-            unchecked = 0
-
-
 async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio.CancelScope | None = None) -> None:
     """Copy the pipe into `sink` until EOF; `sink=None` discards (used while cancelling).
 
@@ -118,7 +95,16 @@ async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio
     arrive wrapped in an ExceptionGroup) and `stop` is cancelled.
     """
     try:
-        async for chunk in read_pipe(fd):
+        unchecked = 0  # bytes read since our last checkpoint
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)  # a checkpoint too
+                unchecked = 0
+                continue
+            if not chunk:
+                return
             if sink is not None:
                 try:
                     await sink.write(chunk)
@@ -127,6 +113,12 @@ async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio
                     if stop is not None:
                         stop.cancel()
                     return
+            unchecked += len(chunk) + 16384  # small reads count too: at most 64 in a row
+            if unchecked >= CHUNK:
+                # A command that never stops writing must still let the deadline
+                # and cancellation in: reads that never block are no checkpoint.
+                await checkpoint()
+                unchecked = 0
     finally:
         state.eof.set()
 
