@@ -99,6 +99,19 @@ class FilteringProxy:
         self._head_timeout_s = head_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._max_head_bytes = max_head_bytes
+        self._active = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no client connection is being handled.
+
+        Shutting the proxy down by cancellation while a connection's socket is
+        becoming readable races inside anyio's unix streams (an unguarded
+        future callback); letting the handlers finish on the EOF the dead
+        sandbox produces first avoids that.
+        """
+        await self._idle.wait()
 
     # ------------------------------------------------------------------ serve
 
@@ -148,13 +161,21 @@ class FilteringProxy:
         self._log(entry)
 
     async def _handle(self, client: SocketStream) -> None:
-        async with client:
-            try:
-                await self._handle_one(client)
-            except Exception:
-                # Never let one connection take the proxy down, and never
-                # forward after an unexpected error (a failing log included).
-                await _send_refusal(client, "internal_error")
+        self._active += 1
+        if self._active == 1:
+            self._idle = anyio.Event()
+        try:
+            async with client:
+                try:
+                    await self._handle_one(client)
+                except Exception:
+                    # Never let one connection take the proxy down, and never
+                    # forward after an unexpected error (a failing log included).
+                    await _send_refusal(client, "internal_error")
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
 
     async def _handle_one(self, client: SocketStream) -> None:
         method: str | None = None

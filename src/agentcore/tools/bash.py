@@ -103,6 +103,10 @@ class BashTool(Tool):
                 await tg.start(proxy.serve)
                 try:
                     outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
+                    # The sandbox is gone, so its connections are closing: let them finish
+                    # (bounded) rather than cancel them mid-read.
+                    with anyio.move_on_after(2.0):
+                        await proxy.wait_idle()
                 finally:
                     tg.cancel_scope.cancel()
         finally:
