@@ -40,6 +40,8 @@ from _common import emit, envelope_summary, figure, median, p90, parse_args, pro
 
 from agentcore.manifest import load_manifest  # noqa: E402
 from agentcore.pipeline.engine import Engine  # noqa: E402
+from agentcore.environments import seccomp  # noqa: E402
+from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
 
 NAME = "bash"
 ARGS = {"command": "true"}
@@ -100,7 +102,17 @@ async def _run(engines: dict[str, Engine], bare_argvs: dict[str, list[str]], ws:
 
     def bare(argv: list[str], cwd: str) -> float:
         t0 = time.perf_counter()
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={}, cwd=cwd, start_new_session=True)
+        # A fresh seccomp filter descriptor per run, exactly as the environment makes one (bwrap reads it to the end).
+        fd = seccomp.filter_fd() if SECCOMP_FD_SHOWN in argv else None
+        try:
+            done = subprocess.run(
+                with_filter_fd(argv, fd) if fd is not None else argv,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={}, cwd=cwd,
+                start_new_session=True, pass_fds=(fd,) if fd is not None else (),
+            )
+        finally:
+            if fd is not None:
+                os.close(fd)
         dt = time.perf_counter() - t0
         if done.returncode != 0:
             raise RuntimeError(f"bare run failed (exit {done.returncode}): {done.stdout[-500:]!r}")

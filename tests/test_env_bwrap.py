@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
+import platform
 import select
 import shutil
 import socket
@@ -280,13 +282,25 @@ async def test_network_none_cannot_reach_host_loopback(bwrap: BwrapEnvironment, 
     assert out.split() == ["lo"]
 
 
-async def test_unix_sockets_in_masked_dirs_and_write_roots_cannot_be_connected(bwrap: BwrapEnvironment, tree: Path) -> None:
+UNIX_PROBE = (
+    "import socket,sys\n"
+    "for p in sys.argv[1:]:\n"
+    " try:\n  s=socket.socket(socket.AF_UNIX); s.connect(p); print('CONNECTED', p)\n"
+    " except OSError as e: print('FAILED', e.errno)\n"
+)
+
+
+async def test_no_unix_socket_anywhere_can_be_connected(bwrap: BwrapEnvironment, tree: Path) -> None:
     ws = tree / "ws"
-    run_dir = tree / "fake-run"
-    (run_dir / "user" / "1000").mkdir(parents=True)
-    (tree / "elsewhere").mkdir()
-    paths = [run_dir / "docker.sock", run_dir / "user" / "1000" / "bus", ws / "dev.sock", tree / "elsewhere" / "agent.sock"]
-    (run_dir / "link.sock").symlink_to(tree / "elsewhere" / "agent.sock")
+    (ws / "a" / "b" / "c").mkdir(parents=True)
+    (tree / "outside" / "run" / "user" / "1000").mkdir(parents=True)
+    paths = [
+        ws / "dev.sock",
+        ws / "a" / "b" / "c" / "deep.sock",  # deep inside a write root
+        tree / "outside" / "svc.sock",  # elsewhere under the read-only root
+        tree / "outside" / "run" / "user" / "1000" / "bus",
+    ]
+    os.symlink(tree / "outside" / "svc.sock", ws / "link.sock")
     servers = []
     try:
         for p in paths:
@@ -294,79 +308,132 @@ async def test_unix_sockets_in_masked_dirs_and_write_roots_cannot_be_connected(b
             s.bind(os.fspath(p))
             s.listen(8)
             servers.append(s)
-        targets = [*paths[:3], run_dir / "link.sock"]
-        probe = "import socket,sys\nfor p in sys.argv[1:]:\n s=socket.socket(socket.AF_UNIX)\n try: s.connect(p); print('CONNECTED', p)\n except OSError as e: print('FAILED', e.errno)"
-        pol = policy(ws, mask_unix_sockets_under=(run_dir,))
+        targets = [*map(str, paths), str(ws / "link.sock")]
         sink = Collect()
-        outcome = await bwrap.run(["python3", "-c", probe, *map(str, targets)], pol, timeout_s=20, sink=sink)
+        outcome = await bwrap.run(["python3", "-c", UNIX_PROBE, *targets], policy(ws), timeout_s=20, sink=sink)
         assert outcome.exit_code == 0, sink.text
-        assert sink.text.count("FAILED") == 4 and "CONNECTED" not in sink.text, sink.text
+        assert sink.text.split("\n").count("FAILED 13") == 5 and "CONNECTED" not in sink.text, sink.text  # EACCES
         assert all(_no_pending_connection(s) for s in servers)
-        # Control: without masking the same socket IS reachable, so the test can fail.
+        # Control: the same probe unconfined does connect, so the test can fail.
         sink = Collect()
-        await bwrap.run(["python3", "-c", probe, str(paths[0])], policy(ws, mask_unix_sockets_under=()), timeout_s=20, sink=sink)
-        assert "CONNECTED" in sink.text, sink.text
+        await get_environment("none").run(["python3", "-c", UNIX_PROBE, *targets], policy(ws), timeout_s=20, sink=sink)
+        assert sink.text.count("CONNECTED") == 5, sink.text
     finally:
         for s in servers:
             s.close()
 
 
-async def test_proxy_mode_relays_to_the_host_socket_only(bwrap: BwrapEnvironment, tree: Path) -> None:
-    if not RELAY.is_file():
-        pytest.skip("src/agentcore/net/relay.py is not there yet")
-    sock_dir = Path(tempfile.mkdtemp(prefix="envp-", dir="/tmp"))  # under the private /tmp: must be bound in
-    sock_path = sock_dir / "proxy.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(os.fspath(sock_path))
-    server.listen(8)
+SYSCALL_PROBE = r"""
+import ctypes, mmap, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def machine_code(hexcode):
+    buf = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    buf.write(bytes.fromhex(hexcode))
+    return ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))()
+what = sys.argv[1]
+if what == "allowed":
+    a, b = socket.socketpair(); a.sendall(b"x"); print("socketpair", b.recv(1).decode())
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(); print("inet ok")
+    socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close(); print("inet6 ok")
+elif what == "io_uring":
+    r = libc.syscall(425, 8, ctypes.create_string_buffer(120))
+    print("io_uring", r, ctypes.get_errno() if r < 0 else 0)
+elif what == "x32":  # socket(AF_UNIX, SOCK_STREAM, 0) with the x32 bit set
+    print("x32", machine_code("b829000040" "bf01000000" "be01000000" "31d2" "0f05" "c3"))
+elif what == "i386":  # socket(AF_UNIX, SOCK_STREAM, 0) through int 0x80 (i386 number 359)
+    print("i386 start", flush=True)
+    print("i386", ctypes.c_int(machine_code("53" "b867010000" "bb01000000" "b901000000" "31d2" "cd80" "5b" "c3")).value, flush=True)
+"""
+
+
+async def _syscall_probe(env: object, what: str, ws: Path) -> tuple[object, str]:
+    sink = Collect()
+    outcome = await env.run(["python3", "-c", SYSCALL_PROBE, what], policy(ws), timeout_s=20, sink=sink)  # type: ignore[attr-defined]
+    return outcome, sink.text
+
+
+async def test_seccomp_keeps_ordinary_sockets_working(bwrap: BwrapEnvironment, tree: Path) -> None:
+    outcome, text = await _syscall_probe(bwrap, "allowed", tree / "ws")
+    assert outcome.exit_code == 0 and "socketpair x" in text and "inet ok" in text and "inet6 ok" in text, text  # type: ignore[attr-defined]
+
+
+async def test_seccomp_refuses_io_uring(bwrap: BwrapEnvironment, tree: Path) -> None:
+    outcome, text = await _syscall_probe(bwrap, "io_uring", tree / "ws")
+    assert outcome.exit_code == 0 and f"io_uring -1 {errno.EPERM}" in text, text  # type: ignore[attr-defined]
+    _, control = await _syscall_probe(get_environment("none"), "io_uring", tree / "ws")
+    if "io_uring -1" in control:
+        pytest.skip(f"io_uring is unavailable on this host anyway ({control.strip()}); only the sandboxed half was checked")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x32 and int 0x80 exist only on x86-64")
+async def test_seccomp_closes_the_x32_and_32_bit_side_doors(bwrap: BwrapEnvironment, tree: Path) -> None:
+    outcome, text = await _syscall_probe(bwrap, "x32", tree / "ws")
+    assert "x32 -1\n" in text, text  # -EPERM, where an unfiltered kernel says -ENOSYS (-38) or makes a socket
+    outcome, text = await _syscall_probe(bwrap, "i386", tree / "ws")
+    assert "i386 start" in text and "i386 " not in text.replace("i386 start", ""), text
+    assert outcome.exit_code != 0  # type: ignore[attr-defined]  # killed (SIGSYS) before the call returned
+    _, control = await _syscall_probe(get_environment("none"), "i386", tree / "ws")
+    if "\ni386 " not in control:
+        pytest.skip(f"this kernel has no 32-bit emulation ({control.strip()}); the kill was checked, not the bypass")
+
+
+async def test_proxy_mode_hands_connections_to_the_host_channel_only(bwrap: BwrapEnvironment, tree: Path) -> None:
+    host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     got: list[bytes] = []
 
     def answer_one() -> None:
-        conn, _ = server.accept()
-        with conn:
+        _, fds, _, _ = socket.recv_fds(host_end, 1, 4)
+        assert len(fds) == 1
+        with socket.socket(fileno=fds[0]) as conn:
+            assert conn.family == socket.AF_INET and conn.type == socket.SOCK_STREAM
             got.append(conn.recv(100))
             conn.sendall(b"via-proxy")
 
-    pol = policy(tree / "ws", network="proxy", proxy_socket=sock_path, relay_script=RELAY, proxy_port=3128,
-                 mask_unix_sockets_under=(sock_dir,))  # the proxy socket itself is never masked
     probe = (
         "import os,socket\n"
+        "print('FDS', sorted(int(f) for f in os.listdir('/proc/self/fd'))[:3])\n"
         "s=socket.create_connection(('127.0.0.1',3128),timeout=10); s.sendall(b'hello'); print(s.recv(100).decode())\n"
         "print(os.environ['HTTP_PROXY'], os.environ['https_proxy'], os.environ['ALL_PROXY'])\n"
         "try:\n socket.create_connection(('1.1.1.1',80),timeout=3); print('DIRECT')\nexcept OSError: print('NO-DIRECT')"
     )
+    pol = policy(tree / "ws", network="proxy", proxy_port=3128)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(anyio.to_thread.run_sync, answer_one)
             sink = Collect()
-            outcome = await bwrap.run(["python3", "-c", probe], pol, timeout_s=30, sink=sink)
+            outcome = await bwrap.run(["python3", "-c", probe], pol, timeout_s=30, sink=sink, channel=sandbox_end)
         assert outcome.exit_code == 0, sink.text
+        assert sandbox_end.fileno() == -1  # the environment took the sandbox's end
         assert got == [b"hello"]
         assert "via-proxy" in sink.text and "NO-DIRECT" in sink.text
+        assert "FDS [0, 1, 2]" in sink.text  # the channel stayed with the relay; the command never held it
         assert sink.text.count("http://127.0.0.1:3128") == 3
+        # The sandbox is gone: the host end sees the channel closed.
+        host_end.settimeout(10)
+        assert host_end.recv(1) == b""
     finally:
-        server.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+        host_end.close()
+        sandbox_end.close()
 
 
-async def test_proxy_mode_fails_closed_when_the_relay_does_not_start(bwrap: BwrapEnvironment, tree: Path) -> None:
-    sock_dir = Path(tempfile.mkdtemp(prefix="envp-", dir="/tmp"))
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(os.fspath(sock_dir / "p.sock"))
+async def test_proxy_mode_fails_closed_without_a_channel_or_a_relay(bwrap: BwrapEnvironment, tree: Path) -> None:
     broken = tree / "broken_relay.py"
     broken.write_text("import sys\nsys.exit(3)\n")
+    host_end, sandbox_end = socket.socketpair()
     try:
-        pol = policy(tree / "ws", network="proxy", proxy_socket=sock_dir / "p.sock", relay_script=broken)
-        code, out = await sh(bwrap, "echo RAN > ran.txt", pol)
-        assert code == 125 and "relay did not start" in out
+        pol = policy(tree / "ws", network="proxy", relay_script=broken)
+        sink = Collect()
+        outcome = await bwrap.run(["sh", "-c", "echo RAN > ran.txt"], pol, timeout_s=20, sink=sink, channel=sandbox_end)
+        assert outcome.exit_code == 125 and "relay did not start" in sink.text
         assert not (tree / "ws" / "ran.txt").exists()
-        with pytest.raises(EnvironmentUnavailable, match="proxy socket"):
-            bwrap.verify(dataclasses.replace(pol, proxy_socket=sock_dir / "missing.sock"))
-        with pytest.raises(EnvironmentUnavailable):
-            bwrap.verify(dataclasses.replace(pol, relay_script=None))
+        with pytest.raises(EnvironmentUnavailable, match="channel"):
+            await bwrap.run(["sh", "-c", "echo RAN > ran.txt"], policy(tree / "ws", network="proxy"), timeout_s=20, sink=Collect())
+        assert not (tree / "ws" / "ran.txt").exists()
+        with pytest.raises(EnvironmentUnavailable, match="relay"):
+            bwrap.verify(dataclasses.replace(pol, relay_script=tree / "missing_relay.py"))
     finally:
-        server.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+        host_end.close()
+        sandbox_end.close()
 
 
 # -- processes --------------------------------------------------------------------------
@@ -515,23 +582,31 @@ def test_command_line_has_every_flag_in_order(bwrap: BwrapEnvironment, tree: Pat
     assert "hunter2" not in redact_command_line(argv)
 
 
+def test_redaction_hides_only_secret_looking_values() -> None:
+    argv = ["bwrap", "--setenv", "PATH", "/usr/bin", "--setenv", "GITHUB_TOKEN", "ghp_x", "--setenv", "AWS_SECRET_ACCESS_KEY", "k",
+            "--setenv", "MIRROR", "https://bob:pw@mirror.example/", "--setenv", "LANG", "C.UTF-8", "--", "echo", "--setenv", "A", "B"]
+    shown = redact_command_line(argv)
+    assert shown == ["bwrap", "--setenv", "PATH", "/usr/bin", "--setenv", "GITHUB_TOKEN", "***", "--setenv", "AWS_SECRET_ACCESS_KEY", "***",
+                     "--setenv", "MIRROR", "***", "--setenv", "LANG", "C.UTF-8", "--", "echo", "--setenv", "A", "B"]
+
+
 def test_command_line_for_proxy_mode(bwrap: BwrapEnvironment, tree: Path) -> None:
-    sock_dir = Path(tempfile.mkdtemp(prefix="envp-", dir="/tmp"))
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(os.fspath(sock_dir / "p.sock"))
-    try:
-        pol = policy(tree / "ws", network="proxy", proxy_socket=sock_dir / "p.sock", relay_script=RELAY, proxy_port=4000)
-        argv = bwrap.command_line(["curl", "x"], pol)
-        opts = argv[: argv.index("--")]
-        assert "--unshare-all" in opts and "--share-net" not in opts
-        assert (str(sock_dir / "p.sock"),) * 2 in _pairs(opts, "--ro-bind")
-        envs = dict(_pairs(opts, "--setenv"))
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-            assert envs[name] == "http://127.0.0.1:4000"
-        assert argv[-2:] == ["curl", "x"] and "--ready-fd" in " ".join(argv)
-    finally:
-        server.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+    pol = policy(tree / "ws", network="proxy", proxy_port=4000)
+    argv = bwrap.command_line(["curl", "x"], pol)
+    opts = argv[: argv.index("--")]
+    assert "--unshare-all" in opts and "--share-net" not in opts
+    assert (str(RELAY),) * 2 in _pairs(opts, "--ro-bind")  # the relay; no host socket is bound in at all
+    assert opts[opts.index("--seccomp") + 1] == "fd:seccomp-filter"
+    envs = dict(_pairs(opts, "--setenv"))
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        assert envs[name] == "http://127.0.0.1:4000"
+    launcher = argv[argv.index("--") + 1 :]
+    assert launcher[1:4] == ["-I", "-S", "-c"]
+    assert launcher[5:9] == ["fd:proxy-channel", "4000", str(RELAY), "--"]
+    assert argv[-2:] == ["curl", "x"]
+    # explain shows what runs: only secret-looking values are hidden.
+    shown = redact_command_line(argv)
+    assert "http://127.0.0.1:4000" in shown and ENV["PATH"] in shown
 
 
 def test_verify_refuses_what_it_cannot_enforce(bwrap: BwrapEnvironment, tree: Path) -> None:
@@ -544,7 +619,7 @@ def test_verify_refuses_what_it_cannot_enforce(bwrap: BwrapEnvironment, tree: Pa
         policy(ws, write_roots=(Path("/"),)),
         policy(ws, read_denied=(ws,)),  # the working directory would be hidden
         policy(ws, env={"A=B": "x"}),
-        policy(ws, network="proxy"),
+        policy(ws, network="proxy", proxy_port=0),  # the relay needs a real port
         policy(ws, protected=(ws / ".." / "outside",)),
     ]
     for pol in bad:

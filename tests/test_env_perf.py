@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from agentcore.environments import EnvironmentUnavailable, SandboxPolicy, get_environment
-from agentcore.environments.bwrap import bwrap_binary, self_test
+from agentcore.environments import seccomp
+from agentcore.environments.bwrap import bwrap_binary, self_test, with_filter_fd
 from agentcore.protected import sandbox_protected_paths
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow, pytest.mark.anyio]
@@ -39,6 +40,10 @@ async def _median_ms(fn: Callable[[], Awaitable[object]]) -> float:
     return statistics.median(times)
 
 
+async def _plain(cmd: list[str]) -> None:
+    subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={}, check=True)
+
+
 async def test_report_overhead_of_run(capsys: pytest.CaptureFixture[str]) -> None:
     try:
         self_test(bwrap_binary())
@@ -58,12 +63,16 @@ async def test_report_overhead_of_run(capsys: pytest.CaptureFixture[str]) -> Non
             await environment.run(["/bin/true"], pol, timeout_s=30, sink=sink)  # type: ignore[attr-defined]
 
         async def bare(cmd: list[str]) -> None:
-            subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={}, check=True)
+            fd = seccomp.filter_fd()  # a fresh one per run, as .run does: bwrap reads it to the end
+            try:
+                subprocess.run(with_filter_fd(cmd, fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={}, check=True, pass_fds=(fd,))
+            finally:
+                os.close(fd)
 
         full_cmd = bwrap.command_line(["/bin/true"], full_policy)
         n = len(full_policy.protected)
         results = {
-            "subprocess /bin/true": await _median_ms(lambda: bare(["/bin/true"])),
+            "subprocess /bin/true": await _median_ms(lambda: _plain(["/bin/true"])),
             "env none .run": await _median_ms(lambda: run(none, bare_policy)),
             "bwrap .run, no protected paths": await _median_ms(lambda: run(bwrap, bare_policy)),
             f"bwrap .run, {n} protected paths (placeholders, lock, cleanup)": await _median_ms(lambda: run(bwrap, full_policy)),

@@ -263,42 +263,49 @@ async def test_socket_lifecycle(short_dir: Path) -> None:
 
 
 @asynccontextmanager
-async def running_relay(sock: Path) -> AsyncIterator[int]:
+async def running_relay(proxy: FilteringProxy) -> AsyncIterator[int]:
+    """The relay as a host process, handing its connections to `proxy` over a socket pair."""
+    host_end, relay_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     read_end, write_end = os.pipe()
     process = subprocess.Popen(
-        [SYSTEM_PYTHON, "-I", str(RELAY), str(sock), "0", "--ready-fd", str(write_end)],
-        pass_fds=(write_end,), stdin=subprocess.DEVNULL,
+        [SYSTEM_PYTHON, "-I", str(RELAY), str(relay_end.fileno()), "0", "--ready-fd", str(write_end)],
+        pass_fds=(write_end, relay_end.fileno()), stdin=subprocess.DEVNULL,
     )
     os.close(write_end)
+    relay_end.close()
     try:
-        with os.fdopen(read_end, "rb") as ready:
-            line = await anyio.to_thread.run_sync(ready.readline)
-        assert line.startswith(b"ready "), line
-        yield int(line.split()[1])
+        async with anyio.create_task_group() as group:
+            await group.start(proxy.serve_channel, host_end)
+            with os.fdopen(read_end, "rb") as ready:
+                line = await anyio.to_thread.run_sync(ready.readline)
+            assert line.startswith(b"ready "), line
+            yield int(line.split()[1])
+            group.cancel_scope.cancel()
     finally:
         process.terminate()
         process.wait(10)
 
 
-async def test_relay_forwards_to_the_proxy(short_dir: Path, web: RecordingServer, guard: Sentinel) -> None:
-    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
-        async with running_relay(proxy.socket_path) as port:
-            async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as client:
-                ok = await client.get(f"http://127.0.0.1:{web.port}/hello")
-                denied = await client.get(f"http://127.0.0.1:{guard.port}/")
+async def test_relay_hands_connections_to_the_proxy(web: RecordingServer, guard: Sentinel) -> None:
+    log: list[dict[str, Any]] = []
+    proxy = FilteringProxy(None, (compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
+    async with running_relay(proxy) as port:
+        async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as client:
+            ok = await client.get(f"http://127.0.0.1:{web.port}/hello")
+            denied = await client.get(f"http://127.0.0.1:{guard.port}/")
 
-            def raw_connect() -> tuple[bytes, bytes]:
-                # blocking client in a thread: the proxy shares this event loop
-                with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-                    conn.sendall(f"CONNECT 127.0.0.1:{web.port} HTTP/1.1\r\n\r\n".encode())
-                    head = conn.recv(4096)
-                    conn.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                    body = b""
-                    while chunk := conn.recv(65536):
-                        body += chunk
-                    return head, body
+        def raw_connect() -> tuple[bytes, bytes]:
+            # blocking client in a thread: the proxy shares this event loop
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(f"CONNECT 127.0.0.1:{web.port} HTTP/1.1\r\n\r\n".encode())
+                head = conn.recv(4096)
+                conn.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                body = b""
+                while chunk := conn.recv(65536):
+                    body += chunk
+                return head, body
 
-            head, data = await anyio.to_thread.run_sync(raw_connect)
+        head, data = await anyio.to_thread.run_sync(raw_connect)
     assert ok.status_code == 200 and ok.text == "hello from upstream"
     assert denied.status_code == 403 and denied.headers["x-agentcore-refusal"] == "host_not_allowed"
     assert head.startswith(b"HTTP/1.1 200") and data.endswith(b"hello from upstream")
@@ -306,8 +313,58 @@ async def test_relay_forwards_to_the_proxy(short_dir: Path, web: RecordingServer
     assert [entry["decision"] for entry in log] == ["allow", "deny", "allow"]
 
 
+async def test_the_channel_takes_only_tcp_connections(web: RecordingServer, tmp_path: Path) -> None:
+    """Whatever else arrives over the channel (a file, a pipe, a unix socket) is closed unread and unwritten."""
+    log: list[dict[str, Any]] = []
+    proxy = FilteringProxy(None, (compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
+    host_end, sender = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"GET http://127.0.0.1/ HTTP/1.1\r\n\r\n")
+    pipe_r, pipe_w = os.pipe()
+    os.write(pipe_w, b"GET http://127.0.0.1/ HTTP/1.1\r\n\r\n")
+    unix_a, unix_b = socket.socketpair()
+    unix_b.sendall(f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(proxy.serve_channel, host_end)
+            with open(victim, "r+b") as f:
+                socket.send_fds(sender, [b"c"], [f.fileno(), pipe_r, unix_a.fileno()])
+            unix_a.close()  # from here on only the proxy's copy keeps it open
+            # Then a real TCP connection, as the relay would pass it: served.
+            client = socket.create_connection(listener.getsockname())
+            accepted, _ = listener.accept()
+            socket.send_fds(sender, [b"c"], [accepted.fileno()])
+            accepted.close()
+            client.sendall(f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
+
+            def read_all() -> bytes:
+                client.settimeout(10)
+                data = b""
+                while chunk := client.recv(65536):
+                    data += chunk
+                return data
+
+            reply = await anyio.to_thread.run_sync(read_all)
+            sender.close()  # the relay side ends: serve_channel returns once its connections are done
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"hello from upstream")
+        assert victim.read_bytes() == b"GET http://127.0.0.1/ HTTP/1.1\r\n\r\n"  # nothing written into the file
+        unix_b.settimeout(5)
+        try:
+            answer = unix_b.recv(100)
+        except ConnectionResetError:
+            answer = b""  # closed with our request unread
+        assert answer == b""  # closed unanswered
+        assert [entry["decision"] for entry in log] == ["allow"]  # only the TCP connection was handled
+        assert len(web.requests) == 1
+    finally:
+        for closable in (client, listener, unix_a, unix_b, sender):
+            closable.close()
+        os.close(pipe_w)
+
+
 def test_relay_rejects_bad_arguments() -> None:
-    for args in ([], ["/x"], ["/x", "port"], ["/x", "70000"], ["/x", "1", "--ready-fd"]):
+    for args in ([], ["3"], ["3", "port"], ["3", "70000"], ["/x", "1"], ["3", "1", "--ready-fd"]):
         result = subprocess.run([SYSTEM_PYTHON, "-I", str(RELAY), *args], capture_output=True, timeout=30)
         assert result.returncode == 2 and result.stdout == b""
 
@@ -317,10 +374,11 @@ def test_relay_rejects_bad_arguments() -> None:
 
 SANDBOX_SCRIPT = r"""
 import json, os, socket, subprocess, sys, urllib.request, urllib.error
-relay, sock, web_port, guard_port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+relay, channel, web_port, guard_port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 r, w = os.pipe()
-child = subprocess.Popen([sys.executable, "-I", relay, sock, "0", "--ready-fd", str(w)], pass_fds=(w,))
+child = subprocess.Popen([sys.executable, "-I", relay, channel, "0", "--ready-fd", str(w)], pass_fds=(w, int(channel)))
 os.close(w)
+os.close(int(channel))
 port = int(os.fdopen(r).readline().split()[1])
 out = {"interfaces": [name for _, name in socket.if_nameindex()]}
 try:
@@ -357,14 +415,19 @@ async def test_sandboxed_process_reaches_only_listed_hosts(
     if bwrap is None or subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "true"],
                                        capture_output=True, timeout=30).returncode != 0:
         pytest.skip("bwrap cannot create a network namespace here")
-    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
-        result = await anyio.run_process(
+    log: list[dict[str, Any]] = []
+    proxy = FilteringProxy(None, (compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
+    host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel = str(sandbox_end.fileno())
+    async with anyio.create_task_group() as group:
+        await group.start(proxy.serve_channel, host_end)
+        result = await anyio.to_thread.run_sync(lambda: subprocess.run(
             [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
-             "--die-with-parent", "--new-session", "--bind", str(short_dir), str(short_dir), "--",
-             SYSTEM_PYTHON, "-I", "-c", SANDBOX_SCRIPT, str(RELAY), str(proxy.socket_path),
-             str(web.port), str(guard.port)],
-            check=False,
-        )
+             "--die-with-parent", "--new-session", "--",
+             SYSTEM_PYTHON, "-I", "-c", SANDBOX_SCRIPT, str(RELAY), channel, str(web.port), str(guard.port)],
+            capture_output=True, pass_fds=(sandbox_end.fileno(),), timeout=60,
+        ))
+        sandbox_end.close()
     assert result.returncode == 0, result.stderr.decode()
     out = json.loads(result.stdout)
     assert out == {"interfaces": ["lo"], "direct": "refused", "allowed": "hello from upstream", "unlisted": 403}

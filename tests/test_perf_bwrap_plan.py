@@ -88,7 +88,7 @@ def test_plan_follows_protected_paths_appearing_and_disappearing(tree: Path) -> 
     assert same_as_fresh(pol) == first
 
 
-def test_plan_follows_sockets_and_denied_paths(tree: Path) -> None:
+def test_plan_follows_denied_paths_and_ignores_sockets(tree: Path) -> None:
     ws = tree / "ws"
     pol = policy(ws, read_denied=(ws / "secret",))
     before = same_as_fresh(pol)
@@ -98,13 +98,13 @@ def test_plan_follows_sockets_and_denied_paths(tree: Path) -> None:
     assert has_run(with_dir, ("--tmpfs", str(ws / "secret")))  # a denied directory becomes an empty tmpfs
     sock = socket.socket(socket.AF_UNIX)
     try:
+        # Unix sockets are refused by the seccomp filter, not masked one by one:
+        # a new socket file changes nothing in the mounts.
         sock.bind(os.fspath(ws / "svc.sock"))
-        masked = same_as_fresh(pol)
-        assert any(target == str(ws / "svc.sock") for _src, target in pairs(masked, "--ro-bind"))
+        assert same_as_fresh(pol) == with_dir
     finally:
         sock.close()
-    os.unlink(ws / "svc.sock")
-    assert same_as_fresh(pol) == with_dir
+        os.unlink(ws / "svc.sock")
 
 
 def test_plan_follows_a_symlink_swapped_in(tree: Path) -> None:
@@ -141,85 +141,3 @@ def test_shared_lstat_memo_resolves_like_a_fresh_walk(tree: Path) -> None:
     paths = [ws / ".git" / "hooks", ws / ".git" / "config", ws / "f" / "x", ws / "missing" / "deeper", tree / "link" / "t", ws / ".idea"]
     seen: dict[str, os.stat_result | None] = {}
     assert [_resolve_protected(p, view, seen) for p in paths] == [_resolve_protected(p, view) for p in paths]
-
-
-# -- reused socket scans ---------------------------------------------------------------
-
-
-@pytest.fixture
-def settle_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Treat every directory as settled, so scans of a freshly made tree are reused at once.
-
-    The real setting refuses to reuse a scan of a directory changed in the last
-    two seconds; with it at zero, only the change detection itself stands
-    between a stale scan and the plan — which is what these tests exercise.
-    Directory times are pushed into the past so that a change made within the
-    same timestamp tick still shows up as a new mtime.
-    """
-    monkeypatch.setattr(bwrap_module, "SCAN_SETTLE_NS", 0)
-    bwrap_module._scan_cache.clear()
-
-
-def backdate(*dirs: Path) -> None:
-    for d in dirs:
-        os.utime(d, (1_000_000_000, 1_000_000_000))
-
-
-def masked(pol: SandboxPolicy) -> set[str]:
-    plan = build_plan(pol)
-    assert plan == _build_plan_uncached(pol)  # the reused scan saw what a fresh one sees
-    return {target for src, target in pairs(plan.args, "--ro-bind") if src.endswith("/empty")}
-
-
-def test_a_reused_scan_sees_new_removed_and_relinked_sockets(tree: Path, settle_now: None) -> None:
-    ws = tree / "ws"
-    (ws / "sub").mkdir()
-    (tree / "outside" / "run").mkdir()
-    os.symlink(tree / "outside" / "run" / "svc.sock", ws / "sub" / "link")  # dangling for now
-    pol = policy(ws)
-    backdate(ws, ws / "sub")
-    assert not masked(pol) & {str(ws / "sub" / "a.sock"), str(tree / "outside" / "run" / "svc.sock")}
-    assert (ws, 2) in bwrap_module._scan_cache  # reused from here on
-    socks = []
-    try:
-        s = socket.socket(socket.AF_UNIX)
-        socks.append(s)
-        s.bind(os.fspath(ws / "sub" / "a.sock"))  # a new entry in a listed directory
-        backdate(ws / "sub")
-        assert str(ws / "sub" / "a.sock") in masked(pol)
-        # The symlink's target appears elsewhere: no listed directory changes.
-        t = socket.socket(socket.AF_UNIX)
-        socks.append(t)
-        t.bind(os.fspath(tree / "outside" / "run" / "svc.sock"))
-        assert str(tree / "outside" / "run" / "svc.sock") in masked(pol)
-    finally:
-        for x in socks:
-            x.close()
-    os.unlink(ws / "sub" / "a.sock")
-    assert str(ws / "sub" / "a.sock") not in masked(pol)
-
-
-def test_a_replaced_directory_is_rescanned(tree: Path, settle_now: None) -> None:
-    ws = tree / "ws"
-    (ws / "d").mkdir()
-    pol = policy(ws)
-    backdate(ws, ws / "d")
-    masked(pol)
-    # Same name, same (old) times, different inode: a replaced directory.
-    os.rename(ws / "d", tree / "old-d")
-    (ws / "d").mkdir()
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.bind(os.fspath(ws / "d" / "x.sock"))
-        backdate(ws, ws / "d")
-        assert str(ws / "d" / "x.sock") in masked(pol)
-    finally:
-        s.close()
-
-
-def test_recently_changed_directories_are_never_reused(tree: Path) -> None:
-    bwrap_module._scan_cache.clear()
-    ws = tree / "ws"
-    (ws / "fresh").mkdir()  # changed just now: well within SCAN_SETTLE_NS
-    build_plan(policy(ws))
-    assert (ws, 2) not in bwrap_module._scan_cache

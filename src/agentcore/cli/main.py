@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
@@ -144,7 +145,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
                     pin = " [pinned manifest deny]" if s.get("pinned") else ""
                     print(f"    {s['subject']}: {s['action']} by {why}{pin}")
             elif k == "command_line":
-                print("    command line: " + " ".join(v))
+                # Shell-quoted, so it can be read (and pasted) exactly; `fd:...` stand for per-run descriptor numbers.
+                print("    command line: " + shlex.join(v))
             else:
                 print(f"    {k}: {v}")
     res = report["result"]

@@ -8,14 +8,13 @@ there is no silent downgrade to running unsandboxed).
 from __future__ import annotations
 
 import abc
+import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, Protocol
-
-DEFAULT_SOCKET_DIRS: tuple[Path, ...] = (Path("/run"), Path("/var/run"), Path("/tmp"))
-
 
 @dataclass(frozen=True)
 class SandboxPolicy:
@@ -31,17 +30,15 @@ class SandboxPolicy:
     """Stay read-only even inside write roots. A missing one gets a placeholder over
     its first missing component so the command cannot create it."""
     network: Literal["none", "proxy"] = "none"
-    """none: no network at all; proxy: only 127.0.0.1:proxy_port, relayed to proxy_socket."""
-    proxy_socket: Path | None = None
-    """Host unix socket of the filtering proxy (bound into the sandbox)."""
+    """none: no network at all; proxy: only 127.0.0.1:proxy_port, whose connections the
+    in-sandbox relay hands to the host-side filtering proxy over the `channel` given to `run`."""
     proxy_port: int = 3128
     """The in-sandbox relay listens on 127.0.0.1:proxy_port."""
     relay_script: Path | None = None
-    """Stdlib-only relay run inside the sandbox before the command (`relay.py SOCK PORT --ready-fd FD`)."""
+    """Stdlib-only relay run inside the sandbox before the command (`relay.py CHANNEL_FD PORT --ready-fd FD`);
+    None: the one shipped in `agentcore/net/relay.py`."""
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """The COMPLETE environment of the command; nothing is inherited."""
-    mask_unix_sockets_under: tuple[Path, ...] = DEFAULT_SOCKET_DIRS
-    """Path unix sockets found under these directories are masked."""
     read_roots: tuple[Path, ...] = ()
     """Directories the command must be able to read although the sandbox would hide them
     (a workspace under the private /tmp): re-bound read-only. Elsewhere the read-only root shows them already."""
@@ -87,23 +84,50 @@ class Environment(abc.ABC):
         """The exact argv that `run` will exec (shown by `explain`; see `redact_command_line`)."""
 
     @abc.abstractmethod
-    async def run(self, argv: Sequence[str], policy: SandboxPolicy, *, timeout_s: float, sink: OutputSink) -> ProcessOutcome:
+    async def run(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        timeout_s: float,
+        sink: OutputSink,
+        channel: socket.socket | None = None,
+    ) -> ProcessOutcome:
         """Run `argv` under `policy`.
 
         stdin is /dev/null; stdout and stderr share one pipe streamed chunk by
         chunk into `sink`; the command gets its own session/process group, which
         is killed (SIGTERM, short grace, SIGKILL) and reaped on timeout or on
         anyio cancellation. Cancellation is re-raised after the cleanup.
+
+        `channel` (network "proxy"): the sandbox's end of a connected unix socket
+        pair whose other end a `FilteringProxy.serve_channel` serves. The
+        environment takes ownership and closes it whatever happens.
         """
 
 
+# Variable names whose values are credentials by convention (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, ...).
+_SECRET_NAME = re.compile(r"(?i)(token|secret|passw|pwd|key|auth|credential|cookie|session|private|signature)")
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
+
+
+def secret_looking(name: str, value: str) -> bool:
+    """Whether an environment value must not be displayed: a credential-like name, or a URL carrying a password."""
+    return bool(_SECRET_NAME.search(name) or _URL_USERINFO.search(value))
+
+
 def redact_command_line(argv: Sequence[str]) -> list[str]:
-    """`argv` with the value of every `--setenv NAME VALUE` replaced, for display."""
+    """`argv` for display: every `--setenv NAME VALUE` whose value looks secret shows `***` instead.
+
+    Everything else is shown as it will run (the policy's own variables are
+    PATH, HOME, LANG, ... and the proxy URLs; a host-supplied variable may not be).
+    """
     out = list(argv)
     i = 0
     while i < len(out):
         if out[i] == "--setenv" and i + 2 < len(out):
-            out[i + 2] = "***"
+            if secret_looking(out[i + 1], out[i + 2]):
+                out[i + 2] = "***"
             i += 3
         elif out[i] == "--":
             break  # the command itself starts here

@@ -10,12 +10,15 @@ Mount order (later mounts cover earlier ones, so order is policy):
 3. protected paths: existing ones read-only, missing ones covered by a
    placeholder on their first missing component (an empty read-only
    directory when a directory is expected there, else an empty file);
-4. the proxy socket and relay script (network "proxy");
-5. an empty read-only file over every path unix socket we can see (host services);
-6. read-denied paths last, so nothing re-exposes them.
+4. the relay script (network "proxy"), bound at its own path;
+5. read-denied paths last, so nothing re-exposes them.
 
 All capabilities are dropped and nested user namespaces are disabled: with
 CAP_SYS_ADMIN in its own namespace a command could simply unmount the masks.
+Unix sockets are not masked file by file: the seccomp filter (`seccomp.py`)
+refuses creating them at all, so no socket file anywhere under `/` can be
+connected to. With network "proxy" the relay's only way to the host is the
+socket pair it inherits (see `net/relay.py`).
 
 Placeholders are created by bwrap as empty files/directories in the host's
 write root. They are removed after the run by the last concurrent user of
@@ -30,12 +33,12 @@ import fcntl
 import functools
 import hashlib
 import os
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,16 +47,17 @@ from pathlib import Path
 import anyio
 
 from ..protected import PROTECTED_DIRS
+from . import seccomp
 from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy
 from .procgroup import run_process_group
 
 TMP = Path("/tmp")
 _REPLACED = (Path("/dev"), Path("/proc"))  # fresh inside the sandbox; host content never visible
-SYSTEM_SOCKET_DEPTH = 4  # /run/user/1000/keyring/ssh is four levels below /run
-WRITE_ROOT_SOCKET_DEPTH = 2  # entries of a write root and of its subdirectories
-SOCKET_SCAN_BUDGET = 50_000  # directory entries per run; beyond that we refuse rather than guess
-SCAN_SETTLE_NS = 2_000_000_000  # a directory changed more recently than this keeps its scan from being reused
 RELAY_FAILED_EXIT = 125
+DEFAULT_RELAY = Path(__file__).resolve().parent.parent / "net" / "relay.py"
+# Shown by `explain` where `run` puts descriptor numbers, which are only known per run.
+SECCOMP_FD_SHOWN = "fd:seccomp-filter"
+CHANNEL_FD_SHOWN = "fd:proxy-channel"
 
 BASE_FLAGS: tuple[str, ...] = (
     "--new-session",  # no controlling terminal: no TIOCSTI injection into the caller's tty
@@ -65,21 +69,23 @@ BASE_FLAGS: tuple[str, ...] = (
 )
 BASE_MOUNTS: tuple[str, ...] = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
-# Starts the relay (detached, so the command never sees it as its child), waits
-# until the relay reports it is listening, then execs the command. The relay
-# dies with the sandbox's pid namespace when the command exits.
+# Starts the relay (detached, so the command never sees it as its child) with
+# the host channel, waits until the relay reports it is listening, closes its
+# own copy of the channel (the command never holds it), then execs the
+# command. The relay dies with the sandbox's pid namespace when the command exits.
 _LAUNCHER = """\
 import os, sys
-sock, port, relay = sys.argv[1:4]
+channel, port, relay = sys.argv[1:4]
 cmd = sys.argv[5:]
 r, w = os.pipe()
 if os.fork() == 0:
     if os.fork() == 0:
         os.close(r)
         os.set_inheritable(w, True)
-        os.execv(sys.executable, [sys.executable, "-I", "-S", relay, sock, port, "--ready-fd", str(w)])
+        os.execv(sys.executable, [sys.executable, "-I", "-S", relay, channel, port, "--ready-fd", str(w)])
     os._exit(0)
 os.close(w)
+os.close(int(channel))
 os.wait()
 buf = b""
 while not buf.endswith(b"\\n"):
@@ -218,116 +224,6 @@ def _resolve_protected(p: Path, view: _View, seen: dict[str, os.stat_result | No
     return Path(cur), True, False
 
 
-_DirSig = tuple[int, int, int, int]  # st_dev, st_ino, st_mtime_ns, st_ctime_ns
-
-
-@dataclass(frozen=True)
-class _Scan:
-    """One socket scan and what it depended on: every directory listed (or tried) and every symlink seen."""
-
-    found: frozenset[Path]
-    entries: int  # directory entries examined (the scan budget it spent)
-    dirs: tuple[tuple[str, _DirSig | None], ...]
-    links: tuple[tuple[str, str | None], ...]  # symlink -> the socket it resolved to, or None
-
-
-def _sig(path: str) -> _DirSig | None:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _link_socket(path: str) -> str | None:
-    try:
-        if stat.S_ISSOCK(os.stat(path).st_mode):
-            return os.path.realpath(path)
-    except OSError:
-        pass
-    return None
-
-
-def _scan_sockets(top: Path, depth: int, budget: list[int]) -> tuple[_Scan, bool]:
-    """Path unix sockets at most `depth` levels below `top` (symlinks to sockets resolved).
-
-    Also returns whether the scan may be reused: every directory it listed was
-    last changed more than SCAN_SETTLE_NS before the scan began (see `_sockets_under`).
-    """
-    settled_before = time.time_ns() - SCAN_SETTLE_NS
-    settled = True
-    stack = [(os.fspath(top), 1)]
-    dirs: list[tuple[str, _DirSig | None]] = []
-    links: list[tuple[str, str | None]] = []
-    found: set[Path] = set()
-    spent = 0
-    while stack:
-        where, level = stack.pop()
-        sig = _sig(where)  # before listing: a change after it shows up as a newer time
-        dirs.append((where, sig))
-        if sig is None or max(sig[2], sig[3]) > settled_before:
-            settled = False
-        try:
-            entries = list(os.scandir(where))
-        except OSError:
-            continue  # unreadable for us, so equally unreadable for the (capability-less) command
-        spent += len(entries)
-        budget[0] -= len(entries)
-        if budget[0] < 0:
-            raise EnvironmentUnavailable("too many directory entries to check for unix sockets; refusing to run unchecked")
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if level < depth:
-                        stack.append((entry.path, level + 1))
-                    continue
-                if entry.is_file(follow_symlinks=False):
-                    continue
-                mode = entry.stat(follow_symlinks=False).st_mode
-                if stat.S_ISSOCK(mode):
-                    found.add(Path(entry.path))
-                elif stat.S_ISLNK(mode):
-                    target = _link_socket(entry.path)
-                    links.append((entry.path, target))
-                    if target is not None:
-                        found.add(Path(target))
-            except OSError:
-                continue
-    return _Scan(frozenset(found), spent, tuple(dirs), tuple(links)), settled
-
-
-_SCAN_CACHE_MAX = 64
-_scan_cache: dict[tuple[Path, int], _Scan] = {}
-
-
-def _sockets_under(top: Path, depth: int, budget: list[int]) -> frozenset[Path]:
-    """`_scan_sockets`, reusing the previous scan of `top` when nothing it depended on changed.
-
-    Creating, removing or renaming an entry changes its directory's mtime, a
-    chmod its ctime, a mount over it its device and inode; a symlink's target
-    is resolved again. A scan is kept only if all its directories had been
-    unchanged for SCAN_SETTLE_NS when it began, so a change made in the same
-    timestamp tick as an earlier one (mtime unchanged) cannot go unnoticed.
-    """
-    key = (top, depth)
-    cached = _scan_cache.get(key)
-    if (
-        cached is not None
-        and cached.entries <= budget[0]
-        and all(_sig(d) == sig for d, sig in cached.dirs)
-        and all(_link_socket(link) == target for link, target in cached.links)
-    ):
-        budget[0] -= cached.entries
-        return cached.found
-    _scan_cache.pop(key, None)
-    scan, settled = _scan_sockets(top, depth, budget)
-    if settled:
-        if len(_scan_cache) >= _SCAN_CACHE_MAX:
-            _scan_cache.clear()
-        _scan_cache[key] = scan
-    return scan.found
-
-
 def _lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"agentcore-bwrap-{os.getuid()}"
 
@@ -369,10 +265,8 @@ def _validate_env(policy: SandboxPolicy) -> None:
 #   1. `_static`: what the policy alone decides (validated, normalised paths),
 #      cached per policy value;
 #   2. `_observe`: every fact about the host tree the plan depends on (real
-#      paths, what exists, protected-path resolution, unix sockets), gathered
-#      afresh for every plan — the tree changes between runs. Only a socket
-#      scan may be reused, after proving that no directory it listed has
-#      changed (`_sockets_under`);
+#      paths, what exists, protected-path resolution), gathered afresh for
+#      every plan — the tree changes between runs;
 #   3. `_plan_from`: the mount arguments, a pure function of those facts,
 #      memoised: equal facts give an equal plan, different facts a new one.
 
@@ -384,9 +278,7 @@ class _Static:
     read_denied: tuple[Path, ...]
     read_roots: tuple[Path, ...]
     protected: tuple[Path, ...]
-    socket_dirs: tuple[Path, ...]
     network: str
-    proxy_socket: Path | None
     relay_script: Path | None
 
 
@@ -398,7 +290,7 @@ def _static(policy: SandboxPolicy) -> _Static:
     # Every policy field the plan reads, and nothing else (the env does not shape mounts).
     key = (
         policy.cwd, policy.write_roots, policy.read_denied, policy.read_roots, policy.protected,
-        policy.mask_unix_sockets_under, policy.network, policy.proxy_socket, policy.relay_script, policy.proxy_port,
+        policy.network, policy.relay_script, policy.proxy_port,
     )
     got = _static_cache.get(key)
     if got is None:
@@ -410,14 +302,11 @@ def _static(policy: SandboxPolicy) -> _Static:
 
 
 def _make_static(policy: SandboxPolicy) -> _Static:
-    proxy_socket = relay_script = None
+    relay_script = None
     if policy.network == "proxy":
-        if policy.proxy_socket is None or policy.relay_script is None:
-            raise EnvironmentUnavailable("network 'proxy' needs a proxy socket and a relay script")
         if not 0 < policy.proxy_port < 65536:
             raise EnvironmentUnavailable("the relay port is out of range")
-        proxy_socket = _absolute(policy.proxy_socket, "the proxy socket")
-        relay_script = _absolute(policy.relay_script, "the relay script")
+        relay_script = _absolute(policy.relay_script or DEFAULT_RELAY, "the relay script")
     elif policy.network != "none":
         raise EnvironmentUnavailable("unknown network mode")
     return _Static(
@@ -426,9 +315,7 @@ def _make_static(policy: SandboxPolicy) -> _Static:
         read_denied=tuple(_absolute(d, "a read-denied path") for d in policy.read_denied),
         read_roots=tuple(_absolute(r, "a read root") for r in policy.read_roots),
         protected=tuple(_absolute(p, "a protected path") for p in policy.protected),
-        socket_dirs=tuple(_absolute(d, "a socket directory") for d in policy.mask_unix_sockets_under),
         network=policy.network,
-        proxy_socket=proxy_socket,
         relay_script=relay_script,
     )
 
@@ -443,11 +330,10 @@ class _Facts:
     denied_dirs: tuple[bool, ...]  # per denied path: a directory (masked by a tmpfs, else by the empty file)
     read_roots: tuple[Path, ...]  # real read roots the sandbox would otherwise hide
     protected: tuple[tuple[Path, bool, bool], ...]  # per protected path: (mount target, exists, dir-shaped)
-    proxy: tuple[Path, Path] | None  # real (socket, relay) for network "proxy"
-    sockets: tuple[Path, ...]  # path unix sockets found, sorted
+    relay: Path | None  # the real relay script for network "proxy"
 
 
-def _observe(st: _Static, *, reuse_scans: bool = True) -> _Facts:
+def _observe(st: _Static) -> _Facts:
     empty = empty_file()  # also creates the private directory, which may need masking below
     roots: list[Path] = []
     for r in st.write_roots:
@@ -494,36 +380,15 @@ def _observe(st: _Static, *, reuse_scans: bool = True) -> _Facts:
     seen: dict[str, os.stat_result | None] = {}
     protected = tuple(_resolve_protected(p, view, seen) for p in st.protected)
 
-    proxy: tuple[Path, Path] | None = None
+    relay: Path | None = None
     if st.network == "proxy":
-        assert st.proxy_socket is not None and st.relay_script is not None  # _static checked
-        sock = Path(os.path.realpath(st.proxy_socket))
+        assert st.relay_script is not None  # _static set it
         relay = Path(os.path.realpath(st.relay_script))
-        try:
-            if not stat.S_ISSOCK(os.stat(sock).st_mode):
-                raise EnvironmentUnavailable("the proxy socket is not a unix socket")
-        except FileNotFoundError:
-            raise EnvironmentUnavailable("the proxy socket does not exist") from None
         if not relay.is_file():
             raise EnvironmentUnavailable("the network relay script does not exist")
-        for needed in (sock, relay, _python()):
+        for needed in (relay, _python()):
             if any(_inside(needed, d) for d in view.denied):
                 raise EnvironmentUnavailable("the network relay or its interpreter is inside a read-denied path")
-        proxy = (sock, relay)
-
-    budget = [SOCKET_SCAN_BUDGET]
-    found: set[Path] = set()
-    tops = {Path(os.path.realpath(d)): SYSTEM_SOCKET_DEPTH for d in st.socket_dirs}
-    for r in roots:
-        if r.is_dir():
-            tops[r] = max(tops.get(r, 0), WRITE_ROOT_SOCKET_DEPTH)
-    for top, depth in sorted(tops.items()):
-        if view.hidden(top):
-            continue  # e.g. the host /tmp behind the private one; write roots in it are tops themselves
-        if top.is_dir():
-            found.update(_sockets_under(top, depth, budget) if reuse_scans else _scan_sockets(top, depth, budget)[0].found)
-        elif top.exists() and stat.S_ISSOCK(os.stat(top).st_mode):
-            found.add(top)
 
     denied_dirs = tuple(False if view.hidden(d, by_denial=False) else os.path.isdir(d) for d in denied)
     return _Facts(
@@ -533,8 +398,7 @@ def _observe(st: _Static, *, reuse_scans: bool = True) -> _Facts:
         denied_dirs=denied_dirs,
         read_roots=tuple(read_roots),
         protected=protected,
-        proxy=proxy,
-        sockets=tuple(sorted(found)),
+        relay=relay,
     )
 
 
@@ -576,17 +440,9 @@ def _plan_from(facts: _Facts) -> _Plan:
             placeholders.append(t)
 
     # -- network relay ----------------------------------------------------------
-    keep: set[Path] = set()
-    if facts.proxy is not None:
-        sock, relay = facts.proxy
-        keep.add(sock)
-        # Bound at their own paths: under a private /tmp bwrap creates them in the tmpfs.
-        args += ["--ro-bind", str(sock), str(sock), "--ro-bind", str(relay), str(relay)]
-
-    # -- unix sockets of host services -----------------------------------------
-    for s in facts.sockets:
-        if s not in keep and not view.hidden(s):
-            args += ["--ro-bind", empty, str(s)]
+    if facts.relay is not None:
+        # Bound at its own path: under a private /tmp bwrap creates it in the tmpfs.
+        args += ["--ro-bind", str(facts.relay), str(facts.relay)]
 
     # -- read denials -----------------------------------------------------------
     for d, is_dir in zip(facts.denied, facts.denied_dirs):
@@ -610,7 +466,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
 
 def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
     """The same plan with every cache bypassed (for tests comparing the two)."""
-    return _plan_from.__wrapped__(_observe(_make_static(policy), reuse_scans=False))
+    return _plan_from.__wrapped__(_observe(_make_static(policy)))
 
 
 # -- placeholder bookkeeping ------------------------------------------------------
@@ -737,24 +593,39 @@ _self_test_lock = threading.Lock()
 
 
 def self_test(binary: str) -> None:
-    """Start one sandbox with the base flags; cached per binary once it has worked."""
+    """Start one sandbox with the base flags and the seccomp filter; cached per binary once it has worked."""
     with _self_test_lock:
         if binary in _self_test_ok:
             return
+        filter_fd = seccomp.filter_fd()
         try:
             done = subprocess.run(
-                [binary, *BASE_FLAGS, *BASE_MOUNTS, "--", "/bin/true"],
+                [binary, *BASE_FLAGS, *BASE_MOUNTS, "--seccomp", str(filter_fd), "--", "/bin/true"],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 env={},
                 timeout=30,
+                pass_fds=(filter_fd,),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EnvironmentUnavailable(f"bwrap self-test could not run: {exc}") from None
+        finally:
+            os.close(filter_fd)
         if done.returncode != 0:
             err = done.stderr.decode("utf-8", "replace").strip()[:500]
             raise EnvironmentUnavailable(f"bwrap self-test failed (exit {done.returncode}): {err or 'no message'}")
         _self_test_ok.add(binary)
+
+
+def with_filter_fd(cmd: Sequence[str], filter_fd: int) -> list[str]:
+    """A `command_line` result made runnable by hand (the benchmarks' bare-bwrap anchor).
+
+    `filter_fd` is a fresh `seccomp.filter_fd()`; the caller passes it to the
+    child and closes it. (Network "proxy" also needs a channel: not supported here.)
+    """
+    if CHANNEL_FD_SHOWN in cmd:
+        raise ValueError("a proxy-mode command line needs the channel to the proxy; use BwrapEnvironment.run")
+    return [str(filter_fd) if a == SECCOMP_FD_SHOWN else a for a in cmd]
 
 
 class BwrapEnvironment(Environment):
@@ -763,22 +634,19 @@ class BwrapEnvironment(Environment):
     def verify(self, policy: SandboxPolicy) -> None:
         self_test(bwrap_binary())
         _validate_env(policy)
+        seccomp.program()
         build_plan(policy)
 
-    def _assemble(self, argv: Sequence[str], policy: SandboxPolicy, plan: _Plan) -> list[str]:
+    def _assemble(self, argv: Sequence[str], policy: SandboxPolicy, plan: _Plan, filter_fd: str, channel_fd: str) -> list[str]:
         if not argv:
             raise EnvironmentUnavailable("empty command")
         env = dict(policy.env)
         command = list(argv)
         if policy.network == "proxy":
             env |= proxy_env(policy.proxy_port)
-            if policy.proxy_socket is None or policy.relay_script is None:
-                raise EnvironmentUnavailable("network 'proxy' needs a proxy socket and a relay script")
-            command = [
-                str(_python()), "-I", "-S", "-c", _LAUNCHER,
-                os.path.realpath(policy.proxy_socket), str(policy.proxy_port), os.path.realpath(policy.relay_script), "--", *command,
-            ]
-        out = [bwrap_binary(), *BASE_FLAGS, *BASE_MOUNTS, *plan.args, "--clearenv"]
+            relay = os.path.realpath(policy.relay_script or DEFAULT_RELAY)
+            command = [str(_python()), "-I", "-S", "-c", _LAUNCHER, channel_fd, str(policy.proxy_port), relay, "--", *command]
+        out = [bwrap_binary(), *BASE_FLAGS, *BASE_MOUNTS, *plan.args, "--seccomp", filter_fd, "--clearenv"]
         for key in sorted(env):
             out += ["--setenv", key, env[key]]
         out += ["--chdir", os.path.realpath(policy.cwd), "--", *command]
@@ -786,14 +654,42 @@ class BwrapEnvironment(Environment):
 
     def command_line(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
         _validate_env(policy)
-        return self._assemble(argv, policy, build_plan(policy))
+        seccomp.program()
+        return self._assemble(argv, policy, build_plan(policy), SECCOMP_FD_SHOWN, CHANNEL_FD_SHOWN)
 
-    async def run(self, argv: Sequence[str], policy: SandboxPolicy, *, timeout_s: float, sink: OutputSink) -> ProcessOutcome:
-        self_test(bwrap_binary())
-        _validate_env(policy)
-        async with _placeholder_lease(policy) as fds:
-            # Planned under the lock: what looks missing now is what bwrap will create.
-            plan = build_plan(policy)
-            _register(fds, policy, plan.placeholders)
-            cmd = self._assemble(argv, policy, plan)
-            return await run_process_group(cmd, cwd="/", env={}, timeout_s=timeout_s, sink=sink)
+    async def run(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        timeout_s: float,
+        sink: OutputSink,
+        channel: socket.socket | None = None,
+    ) -> ProcessOutcome:
+        handed: list[int] = []  # descriptors the sandbox inherits; ours to close until run_process_group takes them
+        channel_fd: int | None = None
+        if channel is not None:
+            fd = channel.detach()
+            if policy.network == "proxy":
+                handed.append(fd)
+                channel_fd = fd
+            else:
+                os.close(fd)  # a channel the policy has no use for
+        owned = True
+        try:
+            self_test(bwrap_binary())
+            _validate_env(policy)
+            if policy.network == "proxy" and channel_fd is None:
+                raise EnvironmentUnavailable("network 'proxy' needs the channel to the filtering proxy")
+            async with _placeholder_lease(policy) as fds:
+                # Planned under the lock: what looks missing now is what bwrap will create.
+                plan = build_plan(policy)
+                _register(fds, policy, plan.placeholders)
+                handed.append(seccomp.filter_fd())
+                cmd = self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
+                owned = False
+                return await run_process_group(cmd, cwd="/", env={}, timeout_s=timeout_s, sink=sink, pass_fds=handed)
+        finally:
+            if owned:
+                for fd in handed:
+                    os.close(fd)

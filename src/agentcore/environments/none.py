@@ -1,7 +1,7 @@
 """The `none` environment: an explicit opt-out of OS sandboxing.
 
 It honours NOTHING of the policy's confinement: write roots, read denials,
-protected paths, network mode and unix-socket masking are all ignored, and
+protected paths, network mode and the seccomp filter are all ignored, and
 `verify` never refuses a policy for them. A manifest that selects `none`
 accepts that the capability check and the rules are the only guard.
 
@@ -14,6 +14,7 @@ session escapes that group; only `bwrap` contains it.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 
 from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy
@@ -31,6 +32,16 @@ class NoneEnvironment(Environment):
     def command_line(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
         return list(argv)
 
-    async def run(self, argv: Sequence[str], policy: SandboxPolicy, *, timeout_s: float, sink: OutputSink) -> ProcessOutcome:
+    async def run(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        timeout_s: float,
+        sink: OutputSink,
+        channel: socket.socket | None = None,
+    ) -> ProcessOutcome:
+        if channel is not None:
+            channel.close()  # unconfined: the command has the host's network, not a proxy
         self.verify(policy)
         return await run_process_group(self.command_line(argv, policy), cwd=policy.cwd, env=policy.env, timeout_s=timeout_s, sink=sink)

@@ -161,7 +161,7 @@ def output_pipe() -> tuple[int, int]:
     return r, w
 
 
-def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd: int) -> Child:
+def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd: int, pass_fds: Sequence[int] = ()) -> Child:
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -171,6 +171,7 @@ def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd:
         env=dict(env),
         start_new_session=True,
         close_fds=True,
+        pass_fds=tuple(pass_fds),
     )
     try:
         return Child(proc)
@@ -187,18 +188,27 @@ async def run_process_group(
     env: Mapping[str, str],
     timeout_s: float,
     sink: OutputSink,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessOutcome:
-    """Exec `argv` (stdin /dev/null, stdout+stderr merged) and stream output into `sink`."""
-    if not argv:
-        raise ValueError("empty argv")
-    fd, w = output_pipe()
+    """Exec `argv` (stdin /dev/null, stdout+stderr merged) and stream output into `sink`.
+
+    `pass_fds` are inherited by the child under their own numbers. They are
+    handed over: closed here as soon as the child has them (or spawning failed).
+    """
     try:
-        child = _spawn(argv, cwd, env, w)
-    except BaseException:
-        os.close(fd)
-        raise
+        if not argv:
+            raise ValueError("empty argv")
+        fd, w = output_pipe()
+        try:
+            child = _spawn(argv, cwd, env, w, pass_fds)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            os.close(w)  # only the child holds the write end now: EOF comes when its holders are gone
     finally:
-        os.close(w)  # only the child holds the write end now: EOF comes when its holders are gone
+        for passed in pass_fds:
+            os.close(passed)
     timed_out = False
     state = _PumpState()
     try:

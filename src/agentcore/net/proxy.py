@@ -1,9 +1,12 @@
 """Host-side filtering proxy for sandboxed commands.
 
 A sandbox with ``net.hosts`` runs in its own network namespace; its only way
-out is a unix socket bind-mounted into it, served by :class:`FilteringProxy`.
-Inside, ``relay.py`` forwards 127.0.0.1:PORT to that socket and the command
-gets ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` pointing at the relay.
+out is :class:`FilteringProxy`. Inside, ``relay.py`` listens on
+127.0.0.1:PORT and passes every accepted connection to the proxy over an
+inherited unix socket pair (``serve_channel``); the command gets
+``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` pointing at the relay. The proxy
+can also listen on a unix socket path (``serve``), for hosts that have no
+descriptor to hand over.
 
 Two request shapes are served, each on its own client connection:
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -82,10 +86,13 @@ class _Refusal(Exception):
         self.port = port
 
 
+MAX_CONNECTIONS = 256  # concurrent client connections per proxy; more are closed unanswered
+
+
 class FilteringProxy:
     def __init__(
         self,
-        socket_path: Path,
+        socket_path: Path | None,
         host_patterns: tuple[HostPattern, ...],
         log: Callable[[dict[str, Any]], None],
         *,
@@ -93,7 +100,7 @@ class FilteringProxy:
         connect_timeout_s: float = 15.0,
         max_head_bytes: int = 64 * 1024,
     ) -> None:
-        self.socket_path = Path(socket_path)
+        self.socket_path = Path(socket_path) if socket_path is not None else None
         self.host_patterns = tuple(host_patterns)
         self._log = log
         self._head_timeout_s = head_timeout_s
@@ -122,6 +129,8 @@ class FilteringProxy:
         socket is chmod 0600 right after bind, which leaves a short window.
         """
         path = self.socket_path
+        if path is None:
+            raise ValueError("this proxy has no socket path; use serve_channel")
         try:
             if stat.S_ISSOCK(os.lstat(path).st_mode):
                 path.unlink()  # a stale socket from an earlier run
@@ -144,7 +153,49 @@ class FilteringProxy:
             except OSError:
                 pass
 
+    async def serve_channel(
+        self, channel: socket.socket, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve the connections the in-sandbox relay hands over `channel` (SCM_RIGHTS).
+
+        Takes ownership of `channel`. Returns when the relay side closes it (the
+        sandbox has ended) once the connections received so far are done, or
+        when cancelled. Anything received that is not a connected TCP socket is
+        closed unread: the channel's sender lives inside the sandbox and is
+        trusted with nothing.
+        """
+        stream = await anyio.abc.UNIXSocketStream.from_socket(channel)
+        async with stream, anyio.create_task_group() as group:
+            task_status.started()
+            while True:
+                try:
+                    _, fds = await stream.receive_fds(1, 4)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break
+                except RuntimeError:
+                    break  # ancillary data other than descriptors: stop listening to this sender
+                for fd in fds:
+                    sock = _adopt_tcp(fd)
+                    if sock is None:
+                        continue
+                    if self._active >= MAX_CONNECTIONS:
+                        sock.close()
+                        continue
+                    client = await anyio.abc.SocketStream.from_socket(sock)
+                    self._opened()  # counted now, so wait_idle cannot miss a connection still starting
+                    group.start_soon(self._handle_counted, client)
+
     # ---------------------------------------------------------------- handling
+
+    def _opened(self) -> None:
+        self._active += 1
+        if self._active == 1:
+            self._idle = anyio.Event()
+
+    def _closed(self) -> None:
+        self._active -= 1
+        if self._active == 0:
+            self._idle.set()
 
     def _decide(self, decision: str, method: str | None, code: str, host: str | None, port: int | None,
                 pattern: HostPattern | None = None) -> None:
@@ -161,9 +212,10 @@ class FilteringProxy:
         self._log(entry)
 
     async def _handle(self, client: SocketStream) -> None:
-        self._active += 1
-        if self._active == 1:
-            self._idle = anyio.Event()
+        self._opened()
+        await self._handle_counted(client)
+
+    async def _handle_counted(self, client: SocketStream) -> None:
         try:
             async with client:
                 try:
@@ -173,9 +225,7 @@ class FilteringProxy:
                     # forward after an unexpected error (a failing log included).
                     await _send_refusal(client, "internal_error")
         finally:
-            self._active -= 1
-            if self._active == 0:
-                self._idle.set()
+            self._closed()
 
     async def _handle_one(self, client: SocketStream) -> None:
         method: str | None = None
@@ -271,6 +321,31 @@ class FilteringProxy:
 
 # ---------------------------------------------------------------------------
 # helpers
+
+
+def _adopt_tcp(fd: int) -> socket.socket | None:
+    """`fd` as a socket if it is a connected TCP stream socket, else close it and return None."""
+    try:
+        os.set_inheritable(fd, False)  # received descriptors are not close-on-exec
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        return None
+    try:
+        ok = sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+        sock.getpeername()  # connected (an accepted connection always is)
+    except OSError:
+        ok = False
+    if not ok:
+        sock.close()
+        return None
+    return sock
 
 
 def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:

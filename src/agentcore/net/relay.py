@@ -1,63 +1,47 @@
-"""In-sandbox relay: 127.0.0.1:PORT  ->  the filtering proxy's unix socket.
+"""In-sandbox relay: hands every connection to 127.0.0.1:PORT to the host.
 
 Runs inside the sandbox with the system ``python3`` and the standard library
 only, so it must not import anything from agentcore:
 
-    python3 relay.py UNIX_SOCKET_PATH PORT [--ready-fd FD]
+    python3 relay.py CHANNEL_FD PORT [--ready-fd FD]
 
-PORT 0 picks a free port.  With ``--ready-fd`` the relay writes
-``ready PORT\\n`` to that file descriptor once it is listening and closes
-it, so a launcher can start the command only after the relay is up.
-The relay makes no decisions; the proxy on the host side makes them all.
+CHANNEL_FD is an inherited, connected unix socket whose other end the
+host-side filtering proxy holds. The sandbox cannot create unix sockets of
+its own (the seccomp filter refuses them), so the relay does not dial
+anything: it accepts a TCP connection and passes the accepted socket itself
+to the host over the channel (SCM_RIGHTS). The proxy then reads and writes
+that socket directly, so no bytes are copied in here.
+
+PORT 0 picks a free port. With ``--ready-fd`` the relay writes
+``ready PORT\\n`` to that descriptor once it is listening and closes it, so a
+launcher can start the command only after the relay is up. The relay makes
+no decisions; the proxy on the host side makes them all.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
+import socket
 import sys
 
-_CHUNK = 65536
 
-
-async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while True:
-            data = await reader.read(_CHUNK)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()  # half-close, the other direction may still flow
-    except (ConnectionError, OSError):
-        writer.close()
-
-
-async def _serve_one(socket_path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
-    except OSError:
-        writer.close()
-        return
-    try:
-        await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
-    finally:
-        for w in (writer, up_writer):
-            w.close()
-
-
-async def _main(socket_path: str, port: int, ready_fd: int | None) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _serve_one(socket_path, reader, writer)
-
-    server = await asyncio.start_server(handle, host="127.0.0.1", port=port)
-    bound = server.sockets[0].getsockname()[1]
+def serve(channel_fd: int, port: int, ready_fd: int | None) -> int:
+    channel = socket.socket(fileno=channel_fd)  # adopts the inherited socket; no socket() call
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(128)
     if ready_fd is not None:
-        os.write(ready_fd, f"ready {bound}\n".encode("ascii"))
+        os.write(ready_fd, f"ready {listener.getsockname()[1]}\n".encode("ascii"))
         os.close(ready_fd)
-    async with server:
-        await server.serve_forever()
+    while True:
+        conn, _ = listener.accept()
+        try:
+            socket.send_fds(channel, [b"c"], [conn.fileno()])
+        except OSError:
+            return 0  # the host side is gone: nothing can be relayed any more
+        finally:
+            conn.close()  # the host holds its own copy now
 
 
 def main(argv: list[str]) -> int:
@@ -71,14 +55,13 @@ def main(argv: list[str]) -> int:
             sys.stderr.write("relay: --ready-fd needs a file descriptor number\n")
             return 2
         del args[index : index + 2]
-    if len(args) != 2 or not args[1].isdigit() or not 0 <= int(args[1]) <= 65535:
-        sys.stderr.write("usage: relay.py UNIX_SOCKET_PATH PORT [--ready-fd FD]\n")
+    if len(args) != 2 or not all(a.isdigit() for a in args) or not 0 <= int(args[1]) <= 65535:
+        sys.stderr.write("usage: relay.py CHANNEL_FD PORT [--ready-fd FD]\n")
         return 2
     try:
-        asyncio.run(_main(args[0], int(args[1]), ready_fd))
+        return serve(int(args[0]), int(args[1]), ready_fd)
     except KeyboardInterrupt:
-        pass
-    return 0
+        return 0
 
 
 if __name__ == "__main__":

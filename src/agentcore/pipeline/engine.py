@@ -351,20 +351,10 @@ class Engine:
         env_info: dict[str, Any] = {}
         try:
             environment, policy = self.environment()
+            environment.verify(policy)
             if policy.network == "proxy":
-                # The proxy socket and relay are created per call (tools/bash.py); everything else is verified now.
-                import dataclasses
-
-                from ..net import relay as _relay
-
-                if not Path(_relay.__file__).is_file():
-                    raise EnvironmentUnavailable("the in-sandbox network relay is missing")
-                environment.verify(dataclasses.replace(policy, network="none"))
-                # explain shows the mounts; the proxy socket and relay are added per call.
+                # The proxy itself (and the socket pair to it) exists per call (tools/bash.py).
                 env_info["network"] = "proxy: per-call filtering proxy for " + ", ".join(h.raw for h in self.manifest.effective.net_hosts)
-                policy = dataclasses.replace(policy, network="none")
-            else:
-                environment.verify(policy)
             env_info["environment"] = environment.name
             self._verified = True
             if describe and hasattr(tool, "command_argv"):

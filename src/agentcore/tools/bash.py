@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
-from pathlib import Path
+import socket
 from typing import Any
 
 import anyio
 
 from ..access import Access, ShellAccess
-from ..errors import Refusal
 from ..protected import nested_protected_paths
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
@@ -86,23 +84,20 @@ class BashTool(Tool):
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
-    async def _run_with_proxy(self, argv: list[str], runtime: Any, base_policy: Any, timeout: float, spool: Any) -> Any:
+    async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, spool: Any) -> Any:
         from ..net.proxy import FilteringProxy
 
-        relay = Path(__file__).resolve().parent.parent / "net" / "relay.py"
-        if not relay.is_file():
-            raise Refusal("environment", "unavailable", "the network relay is missing; refusing to run with network access")
-        # Unix socket paths are limited to ~108 bytes: keep the directory short (mode 0700 from mkdtemp).
-        sock_dir = Path(tempfile.mkdtemp(prefix="acp-", dir="/tmp"))
-        sock = sock_dir / "proxy.sock"
+        # The sandbox's only way out: a socket pair. Its end goes into the sandbox (to
+        # the relay alone); every connection the relay accepts arrives here as a descriptor.
+        host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         decisions: list[dict[str, Any]] = []
-        proxy = FilteringProxy(sock, tuple(runtime.manifest.effective.net_hosts), decisions.append)
-        policy = dataclasses.replace(base_policy, proxy_socket=sock, relay_script=relay)
+        proxy = FilteringProxy(None, tuple(runtime.manifest.effective.net_hosts), decisions.append)
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(proxy.serve)
+                await tg.start(proxy.serve_channel, host_end)
+                host_end = None  # serve_channel owns it now
                 try:
-                    outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
+                    outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool, channel=sandbox_end)
                     # The sandbox is gone, so its connections are closing: let them finish
                     # (bounded) rather than cancel them mid-read.
                     with anyio.move_on_after(2.0):
@@ -110,9 +105,9 @@ class BashTool(Tool):
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            import shutil
-
-            shutil.rmtree(sock_dir, ignore_errors=True)
+            sandbox_end.close()  # no-op once the environment has taken it
+            if host_end is not None:
+                host_end.close()
         # Every proxy decision (host, port, verdict, reason code; never paths or queries) rides on the envelope.
         runtime.extra["network"] = decisions
         return outcome
