@@ -16,6 +16,7 @@ import socket
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from ..access import Access, ShellAccess
 from ..protected import nested_protected_paths
@@ -92,16 +93,24 @@ class BashTool(Tool):
         host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         decisions: list[dict[str, Any]] = []
         proxy = FilteringProxy(None, tuple(runtime.manifest.effective.net_hosts), decisions.append)
+        proxy_done = anyio.Event()
+
+        async def serve(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            try:
+                await proxy.serve_channel(host_end, task_status=task_status)
+            finally:
+                proxy_done.set()
+
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(proxy.serve_channel, host_end)
+                await tg.start(serve)
                 host_end = None  # serve_channel owns it now
                 try:
                     outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool, channel=sandbox_end)
-                    # The sandbox is gone, so its connections are closing: let them finish
-                    # (bounded) rather than cancel them mid-read.
+                    # The sandbox is gone, so the channel ends and its connections close:
+                    # let the proxy finish on its own (bounded) rather than cancel it mid-read.
                     with anyio.move_on_after(2.0):
-                        await proxy.wait_idle()
+                        await proxy_done.wait()
                 finally:
                     tg.cancel_scope.cancel()
         finally:
