@@ -51,17 +51,47 @@ TARGET = 1.3
 VARIANTS = {"rw": True, "ro": False}
 
 
-def manifest_doc(*, writable: bool) -> dict[str, Any]:
+def manifest_doc(*, writable: bool, hosts: list[str] | None = None) -> dict[str, Any]:
     fs: dict[str, list[str]] = {"read": ["{workspace}/**"]}
     if writable:
         fs["write"] = ["{workspace}/**"]
+    requires: dict[str, Any] = {"fs": fs, "shell": [{"cmd": "true"}]}
+    if hosts:
+        requires["net"] = {"hosts": hosts}
     return {
         "name": "bench-bash",
         "tools": ["bash"],
         "environment": "bwrap",
-        "requires": {"fs": fs, "shell": [{"cmd": "true"}]},
+        "requires": requires,
         "rules": [{"permission": "bash", "pattern": "true", "action": "allow"}],
     }
+
+
+async def _network_cost(tmp: Path, ws: Path, rounds: int) -> dict[str, list[float]]:
+    """Seconds per `bash true` call with net.hosts (per-call proxy, socket pair, relay) and without, interleaved.
+
+    No bare-bwrap anchor here: proxy mode needs the host side of the channel,
+    which only the pipeline provides. Both sides use a read-only workspace.
+    """
+    engines = {}
+    for name, hosts in (("no_net", None), ("net", ["example.com"])):
+        mpath = tmp / f"{name}.json"
+        mpath.write_text(json.dumps(manifest_doc(writable=False, hosts=hosts)))
+        engines[name] = Engine(load_manifest(mpath, workspace=ws))
+    sessions = {k: e.open_session(headless=True) for k, e in engines.items()}
+    samples: dict[str, list[float]] = {k: [] for k in engines}
+    try:
+        for r in range(rounds):
+            for name in (["net", "no_net"] if r % 2 else ["no_net", "net"]):
+                t0 = time.perf_counter()
+                env = await engines[name].call(sessions[name], "bash", ARGS)
+                samples[name].append(time.perf_counter() - t0)
+                if env.type != "output":
+                    raise RuntimeError(f"{name}: {envelope_summary(env)}")
+    finally:
+        for s in sessions.values():
+            s.close()
+    return samples
 
 
 def _restore(ws: Path, before: set[str]) -> None:
@@ -185,6 +215,11 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
                     await engine.call(s, "bash", ARGS)
                 s.close()
             profile_to_stderr("bash true x 20 through the pipeline (rw workspace)", lambda: anyio.run(many), sort="cumulative", top=40)
+    with tempfile.TemporaryDirectory() as tmp_s:
+        ws = Path(tmp_s) / "ws"
+        ws.mkdir()
+        anyio.run(_network_cost, Path(tmp_s), ws, 2)  # warm
+        net = anyio.run(_network_cost, Path(tmp_s), ws, max(6, rounds // 2))
     samples = got["samples"]
     med = {k: median(v) * 1000 for k, v in samples.items()}
     # Not in the bare timings; the pipeline's own placeholder cleanup is in its timings.
@@ -196,7 +231,11 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         details[f"overhead_vs_bare_bwrap_ms_{variant}"] = round(p - b, 3)
         figures.append(figure(f"bash `true` via pipeline, {label}", p, "ms", anchor="bare bwrap, same argv",
                               anchor_value=b, target=f"<= {TARGET}x", met=p / b <= TARGET))
+    net_med = {k: median(v) * 1000 for k, v in net.items()}
+    details["network_ms"] = {k: round(v, 3) for k, v in net_med.items()}
     figures += [
+        figure("bash `true` via pipeline with net.hosts (proxy + relay)", net_med["net"], "ms",
+               anchor="same manifest without net.hosts", anchor_value=net_med["no_net"]),
         figure("bash `true` via pipeline, rw workspace", med["pipeline_rw"], "ms", anchor="bare /bin/true", anchor_value=med["bare_true"]),
         figure("bare bwrap `true`, rw workspace", med["bare_bwrap_rw"], "ms", anchor="bare /bin/true", anchor_value=med["bare_true"]),
     ]

@@ -69,10 +69,12 @@ BASE_FLAGS: tuple[str, ...] = (
 )
 BASE_MOUNTS: tuple[str, ...] = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
-# Starts the relay (detached, so the command never sees it as its child) with
-# the host channel, waits until the relay reports it is listening, closes its
-# own copy of the channel (the command never holds it), then execs the
-# command. The relay dies with the sandbox's pid namespace when the command exits.
+# Starts the relay in a detached grandchild (so the command never sees it as its
+# child) with the host channel — running relay.py's code in this interpreter
+# rather than starting a second one — waits until the relay reports it is
+# listening, closes its own copy of the channel (the command never holds it),
+# then execs the command. The relay dies with the sandbox's pid namespace when
+# the command exits.
 _LAUNCHER = """\
 import os, sys
 channel, port, relay = sys.argv[1:4]
@@ -81,8 +83,14 @@ r, w = os.pipe()
 if os.fork() == 0:
     if os.fork() == 0:
         os.close(r)
-        os.set_inheritable(w, True)
-        os.execv(sys.executable, [sys.executable, "-I", "-S", relay, channel, port, "--ready-fd", str(w)])
+        code = 2
+        try:
+            with open(relay, "rb") as f:
+                ns = {"__name__": "agentcore_relay"}
+                exec(compile(f.read(), relay, "exec"), ns)
+            code = ns["main"]([channel, port, "--ready-fd", str(w)])
+        finally:
+            os._exit(code)
     os._exit(0)
 os.close(w)
 os.close(int(channel))
