@@ -95,6 +95,27 @@ async def test_unlisted_loopback_port_is_refused_by_the_proxy(net_agent: Any, se
     assert entry["decision"] == "deny" and entry["code"] == "host_not_allowed" and entry["port"] == sentinel.port
 
 
+async def test_a_host_without_a_port_means_the_default_ports_only(make_agent: Callable[..., Any], lab: Lab, sentinel: Sentinel) -> None:
+    """`127.0.0.1` in net.hosts: port 80 (and 443) through the proxy, every other port refused. Needs root for port 80."""
+    try:
+        web = RecordingServer({"/hello": Reply(200, {"Content-Type": "text/plain"}, BODY.encode())}, port=80)
+    except OSError as exc:
+        pytest.skip(f"cannot listen on 127.0.0.1:80 here ({exc.strerror}); CI runs as root and exercises this")
+    try:
+        agent = make_agent(lab.ws, bash_manifest(CURL, hosts=["127.0.0.1"]), engine_kwargs={"watchdog": "default"})
+        env = await agent.call("bash", {"command": "curl -s -m 10 http://127.0.0.1/hello"})
+        assert assert_ran(env)["output"] == BODY
+        assert [(e["decision"], e["port"]) for e in decisions(env)] == [("allow", 80)]
+        # https goes through CONNECT to 443: allowed by the same pattern (nothing listens there, so the dial fails).
+        env = await agent.call("bash", {"command": "curl -s -m 10 https://127.0.0.1/"})
+        assert decisions(env)[0]["decision"] == "allow" and decisions(env)[0]["port"] == 443
+        env = await agent.call("bash", {"command": f"curl -s -m 10 http://127.0.0.1:{sentinel.port}/"})
+        assert "host_not_allowed" in assert_ran(env)["output"]
+        assert sentinel.connection_count() == 0 and [r.path for r in web.requests] == ["/hello"]
+    finally:
+        web.close()
+
+
 URL_TRICKS = [
     ("userinfo", "http://127.0.0.1:{A}@127.0.0.1:{S}/"),
     ("backslash-userinfo", "'http://127.0.0.1:{S}\\@127.0.0.1:{A}/'"),

@@ -37,7 +37,7 @@ Route = Reply | Callable[[Seen], Reply]
 
 class RecordingServer:
     def __init__(self, routes: dict[str, Route], *, host: str = "127.0.0.1",
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, port: int = 0) -> None:
         self.routes = routes
         self.requests: list[Seen] = []
         self.sni: list[str | None] = []
@@ -92,7 +92,7 @@ class RecordingServer:
                 ssl_context.sni_callback = remember
                 return ssl_context.wrap_socket(conn, server_side=True), addr
 
-        self._server = Server((host, 0), Handler)
+        self._server = Server((host, port), Handler)
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
