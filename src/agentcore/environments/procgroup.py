@@ -24,7 +24,7 @@ import fcntl
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -88,37 +88,57 @@ class _PumpState:
         self.sink_error: Exception | None = None
 
 
+async def read_fd(fd: int, on_chunk: Callable[[bytes], Awaitable[None]], size: int = CHUNK) -> None:
+    """Read the non-blocking descriptor `fd` until EOF, awaiting `on_chunk` with each chunk (up to `size` bytes).
+
+    Waits only when the pipe is empty. Reads that never block are no
+    checkpoint, so a producer that never stops writing would starve the
+    deadline and cancellation: every `size` bytes (small reads count 16 KiB
+    each, so at most 64 in a row) this yields once. Shared by the sandboxed
+    commands and ripgrep.
+    """
+    unchecked = 0  # bytes read since our last checkpoint
+    while True:
+        try:
+            chunk = os.read(fd, size)
+        except BlockingIOError:
+            await anyio.wait_readable(fd)  # a checkpoint too
+            unchecked = 0
+            continue
+        if not chunk:
+            return
+        await on_chunk(chunk)
+        unchecked += len(chunk) + 16384
+        if unchecked >= size:
+            await checkpoint()
+            unchecked = 0
+
+
+class _SinkFailed(Exception):
+    pass
+
+
 async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio.CancelScope | None = None) -> None:
     """Copy the pipe into `sink` until EOF; `sink=None` discards (used while cancelling).
 
     A failing sink is recorded (not raised inside the task group, where it would
     arrive wrapped in an ExceptionGroup) and `stop` is cancelled.
     """
+
+    async def deliver(chunk: bytes) -> None:
+        if sink is None:
+            return
+        try:
+            await sink.write(chunk)
+        except Exception as exc:
+            state.sink_error = exc
+            raise _SinkFailed from exc
+
     try:
-        unchecked = 0  # bytes read since our last checkpoint
-        while True:
-            try:
-                chunk = os.read(fd, CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(fd)  # a checkpoint too
-                unchecked = 0
-                continue
-            if not chunk:
-                return
-            if sink is not None:
-                try:
-                    await sink.write(chunk)
-                except Exception as exc:
-                    state.sink_error = exc
-                    if stop is not None:
-                        stop.cancel()
-                    return
-            unchecked += len(chunk) + 16384  # small reads count too: at most 64 in a row
-            if unchecked >= CHUNK:
-                # A command that never stops writing must still let the deadline
-                # and cancellation in: reads that never block are no checkpoint.
-                await checkpoint()
-                unchecked = 0
+        await read_fd(fd, deliver)
+    except _SinkFailed:
+        if stop is not None:
+            stop.cancel()
     finally:
         state.eof.set()
 

@@ -29,7 +29,7 @@ from typing import IO
 import anyio
 from anyio.lowlevel import checkpoint
 
-from ..environments.procgroup import Child, output_pipe
+from ..environments.procgroup import Child, output_pipe, read_fd
 from ..errors import ToolFailure
 
 BLOCK = 1 << 20
@@ -112,23 +112,11 @@ async def rg_blocks(argv: Sequence[str], cwd: str, on_block: Callable[[bytes], N
         finally:
             os.close(out_w)  # only rg holds the write end: EOF when it is done
         try:
-            unchecked = 0  # bytes read since our last checkpoint
-            while True:
-                try:
-                    block = os.read(out_r, BLOCK)
-                except BlockingIOError:
-                    await anyio.wait_readable(out_r)  # a checkpoint too
-                    unchecked = 0
-                    continue
-                if not block:
-                    break
+
+            async def deliver(block: bytes) -> None:
                 on_block(block)
-                unchecked += len(block) + 16384  # small reads count too: at most 64 in a row
-                if unchecked >= BLOCK:
-                    # Reads that never block are no checkpoint: a fast producer
-                    # must not starve cancellation (or other tasks).
-                    await checkpoint()
-                    unchecked = 0
+
+            await read_fd(out_r, deliver, BLOCK)
             code = await child.wait()
         finally:
             await _reap(child, kill=child.returncode is None)
