@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentcore.environments import EnvironmentUnavailable, SandboxPolicy, get_environment, redact_command_line
+from agentcore.environments import bwrap as bwrap_module
 from agentcore.environments.bwrap import BwrapEnvironment, bwrap_binary, build_plan, empty_file, self_test
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
@@ -165,6 +166,23 @@ async def test_protected_missing_paths_cannot_be_created_and_leave_no_placeholde
     assert "HOOKS-IS-DIR" in out and "BASHRC-IS-EMPTY" in out and "READ-OK" in out, out
     assert snapshot(ws) == before  # nothing created, placeholders removed again
     assert not (ws / ".bashrc").exists() and not (ws / ".git" / "hooks").exists()
+
+
+async def test_placeholders_left_by_a_crashed_run_are_removed_by_the_next_run(bwrap: BwrapEnvironment, tree: Path) -> None:
+    """A run killed after bwrap made its mount points leaves them (and their registration) behind; the next run on that root cleans up."""
+    ws = tree / "ws"
+    pol = policy(ws, protected=(ws / ".bashrc", ws / ".vscode"))
+    before = snapshot(ws)
+    # What a SIGKILLed runtime leaves: empty mount points, listed in the root's lock file.
+    (ws / ".bashrc").touch()
+    (ws / ".vscode").mkdir()
+    (ws / "notes.txt").write_text("")  # empty but never registered: not ours, kept
+    with open(bwrap_module._lock_path(ws), "ab") as lock:
+        lock.write(os.fsencode(ws / ".bashrc") + b"\0" + os.fsencode(ws / ".vscode") + b"\0")
+    code, _ = await sh(bwrap, "true", pol)
+    assert code == 0
+    assert snapshot(ws) == before | {"notes.txt": snapshot(ws)["notes.txt"]}
+    assert not (ws / ".bashrc").exists() and not (ws / ".vscode").exists() and (ws / "notes.txt").exists()
 
 
 async def test_placeholders_survive_a_concurrent_run_finishing_first(bwrap: BwrapEnvironment, tree: Path) -> None:
