@@ -117,13 +117,13 @@ async def test_glob_omits_rule_denied_and_out_of_scope(tree: dict[str, Path], ma
         {"permission": "fs.read", "pattern": "{workspace}/secret/**", "action": "deny"},
         {"permission": "glob", "pattern": "{workspace}/b.txt", "action": "deny"},
         {"permission": "grep", "pattern": "{workspace}/a.py", "action": "deny"},  # grep only: glob still lists it
-        {"permission": "read", "pattern": "{workspace}/foo.txt", "action": "ask"},  # ask leaves it in
+        {"permission": "read", "pattern": "{workspace}/foo.txt", "action": "ask"},  # "ask before reading": not listed either
     ]
     env = await make_agent(ws, rules=rules).call("glob", {"pattern": "**"})
     got = rel(ws, env.data["paths"])
-    for hidden in (".env", "secret/plan.md", "b.txt"):
+    for hidden in (".env", "secret/plan.md", "b.txt", "foo.txt"):
         assert hidden not in got
-    assert "a.py" in got and "foo.txt" in got
+    assert "a.py" in got
     assert env.data["total"] == len(got)
     # A search root above a narrower read scope: only in-scope results.
     env = await make_agent(ws, read=["{workspace}/src/**"]).call("glob", {"pattern": "**"})
@@ -319,3 +319,27 @@ async def test_grep_many_files_in_batches_stay_sorted(workspace: Path, make_agen
     env = await agent.call("grep", {"pattern": "hit"})
     got = [os.path.relpath(m["path"], workspace) for m in env.data["matches"]]
     assert got == byte_sorted(names)
+
+
+async def test_an_ask_rule_hides_from_search_but_the_default_ask_does_not(tree: dict[str, Path], make_agent: Callable[..., Any]) -> None:
+    """PERM-14: a rule that asks before reading a path keeps grep from showing its contents; no rule at all does not."""
+    ws = tree["ws"]
+    (ws / "keys").mkdir()
+    (ws / "keys" / "prod.pem").write_text("needle PRIVATE KEY\n")
+    search_only = [{"permission": "grep", "pattern": "*", "action": "allow"}, {"permission": "glob", "pattern": "*", "action": "allow"}]
+    # Reading is never allowed here, only asked by default: every file is still searched.
+    agent = make_agent(ws, rules=search_only)
+    paths = {m["path"] for m in (await agent.call("grep", {"pattern": "needle"})).data["matches"]}
+    assert str(ws / "keys" / "prod.pem") in paths and str(ws / "a.py") in paths
+    asked = [*search_only, {"permission": "read", "pattern": "{workspace}/keys/**", "action": "ask"}]
+    agent = make_agent(ws, rules=asked)
+    env = await agent.call("grep", {"pattern": "needle"})
+    paths = {m["path"] for m in env.data["matches"]}
+    assert str(ws / "keys" / "prod.pem") not in paths and str(ws / "a.py") in paths
+    assert "PRIVATE KEY" not in str(env.to_dict())
+    assert env.data["total"] == len(env.data["matches"])
+    listed = rel(ws, (await agent.call("glob", {"pattern": "**"})).data["paths"])
+    assert "keys/prod.pem" not in listed and "a.py" in listed
+    # The ask rule itself still works for `read`: headless, it is refused rather than read.
+    env = await agent.call("read", {"path": "keys/prod.pem"})
+    assert env.type == "error" and "PRIVATE KEY" not in str(env.to_dict())

@@ -20,7 +20,7 @@ from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .patterns.globtext import glob_unescape, has_wildcard
 from .protected import protected_reason
-from .rules.engine import Subject
+from .rules.engine import Decision, Subject
 from .truncation import ByteSpool, LineSpool
 
 if TYPE_CHECKING:
@@ -37,6 +37,17 @@ def _not_regular(st: os.stat_result) -> ToolFailure:
     return ToolFailure("not_regular", "the path is not a regular file")
 
 
+def _hides(decision: Decision) -> bool:
+    """Whether a decision keeps a path out of search results: a deny, or an ask that a rule made.
+
+    The default `ask` (no rule matched) does not hide: it applies to every path
+    nobody wrote a rule for, and would empty every search. An explicit ask rule
+    says "ask before reading these", which a search that shows their contents
+    or names would skip.
+    """
+    return decision.action == "deny" or (decision.action == "ask" and decision.rule is not None)
+
+
 class ScopedFS:
     def __init__(self, manifest: "CompiledManifest", session: "Session", tool: str) -> None:
         self._m = manifest
@@ -51,15 +62,15 @@ class ScopedFS:
         return self._m.effective.can_write(path) and protected_reason(path, self._m.protected_files) is None
 
     def visible(self, path: str) -> bool:
-        """A search result is shown only if it is readable and no rule denies reading it."""
+        """A search result is shown only if it is readable and no rule denies reading it or asks first (PERM-14)."""
         if not self.may_read(path):
             return False
         engine = self._s.rule_engine
-        if engine.evaluate(Subject(self._tool, "fs.read", "path", path)).action == "deny":
+        if _hides(engine.evaluate(Subject(self._tool, "fs.read", "path", path))):
             return False
         # A listing or search reveals what `read` would: a rule denying `read`
-        # on a path hides it from every search tool too.
-        return self._tool == "read" or engine.evaluate(Subject("read", "fs.read", "path", path)).action != "deny"
+        # on a path, or asking before it, hides it from every search tool too.
+        return self._tool == "read" or not _hides(engine.evaluate(Subject("read", "fs.read", "path", path)))
 
     def tree_filter(self, root: str) -> Callable[[str], bool] | None:
         """The visibility test for search results at or beneath the canonical path `root`.
@@ -70,10 +81,10 @@ class ScopedFS:
         rule matches nothing that fails its literal prefix or suffix (the rule
         engine's own quick rejects), so:
 
-        - None: no deny rule that `visible` consults can match anything here;
-          every result is visible, no per-path test is needed;
+        - None: no deny or ask rule that `visible` consults can match anything
+          here; every result is visible, no per-path test is needed;
         - else a predicate equal to `visible` on every path beneath `root`,
-          calling it only for paths that pass some reaching deny's quick checks.
+          calling it only for paths that pass some reaching rule's quick checks.
 
         Outside such a scope: `visible` itself.
         """
@@ -105,12 +116,12 @@ class ScopedFS:
         return False
 
     def _reaching_denies(self, root: str) -> list[tuple[str, str]]:
-        """(literal prefix, literal suffix) of each deny rule `visible` consults that could match `root` or beneath."""
+        """(literal prefix, literal suffix) of each deny or ask rule `visible` consults that could match `root` or beneath."""
         perms = {"*", self._tool, "read", "fs.read"}
         under = root if root.endswith("/") else root + "/"
         out: list[tuple[str, str]] = []
         for cr in self._s.rule_engine.rules:
-            if cr.rule.action != "deny" or cr.rule.permission not in perms:
+            if cr.rule.action == "allow" or cr.rule.permission not in perms:
                 continue
             fn, _literal, _exact, prefix = cr.matcher("path")
             if fn is None:

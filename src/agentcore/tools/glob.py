@@ -3,7 +3,7 @@
 Hidden files are listed, `.git` is not, ignore files are not consulted
 (results must not depend on a user's global gitignore), symlinks
 are never followed, and a result is shown only if it is inside the fs.read
-scope and no rule denies reading it. Sorted by path; entries beyond the
+scope and no rule denies reading it or asks first. Sorted by path; entries beyond the
 limit go to the sidecar.
 """
 

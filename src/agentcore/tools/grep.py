@@ -1,7 +1,7 @@
 """`grep`: regex search via ripgrep (FILE, TRUNC).
 
 Same visibility rules as glob: no symlinks followed, and a file outside the
-fs.read scope or denied by a rule is never searched. Results come out sorted
+fs.read scope, denied by a rule or behind an ask rule is never searched. Results come out sorted
 by the UTF-8 byte order of the path (FILE-16), then by line; matches beyond
 the limit go to the sidecar. Two ways to get there:
 

@@ -43,6 +43,15 @@ class DefaultAllow(AgentcoreHarness):
         break_session(session, "default-allow")
 
 
+class SearchShowsAsked(AgentcoreHarness):
+    """An explicit `ask` rule does not keep a path out of search results: only `deny` hides (PERM-14)."""
+
+    def on_session(self, session: Any) -> None:
+        from ._rules import break_session
+
+        break_session(session, "anonymous-ask")
+
+
 class FirstMatchWins(AgentcoreHarness):
     """The first matching rule in list order decides, not the most specific one."""
 
@@ -432,6 +441,7 @@ class NoSandbox(AgentcoreHarness):
 BROKEN: dict[str, type[AgentcoreHarness]] = {
     "always-allow": AlwaysAllow,
     "default-allow": DefaultAllow,
+    "search-shows-asked": SearchShowsAsked,
     "first-match-wins": FirstMatchWins,
     "ties-to-allow": TiesToAllow,
     "no-pin": NoPin,

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from agentcore.rules.engine import Decision, Subject
 from agentcore.rules.model import ACTION_RANK, CompiledRule
 
-MODES = ("allow", "first-match", "ties-allow", "no-pin", "default-allow")
+MODES = ("allow", "first-match", "ties-allow", "no-pin", "default-allow", "anonymous-ask")
 
 
 class BrokenRuleEngine:
@@ -57,6 +57,8 @@ class BrokenRuleEngine:
             chosen = min(tied, key=lambda cr: ACTION_RANK[cr.action])
         else:
             chosen = max(tied, key=lambda cr: ACTION_RANK[cr.action])
+        if self.mode == "anonymous-ask" and chosen.action == "ask":
+            return Decision("ask", None, subject)  # an explicit ask looks like the default one
         return Decision(chosen.action, chosen, subject)
 
     def evaluate_all(self, subjects: Iterable[Subject]) -> tuple[Decision, list[Decision]]:
