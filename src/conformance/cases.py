@@ -93,6 +93,24 @@ _FILE_SETUP = {
     "required": ["path"],
     "additionalProperties": False,
 }
+_ROUTE = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "integer", "minimum": 100, "maximum": 599},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "body": {"type": "string"},
+        "repeat": {},
+        "body_hex": {"type": "string"},
+        "gzip": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+_HTTP_SETUP = {
+    "type": "object",
+    "required": ["routes"],
+    "properties": {"routes": {"type": "object", "propertyNames": {"pattern": "^/"}, "additionalProperties": _ROUTE}},
+    "additionalProperties": False,
+}
 _STEP_COMMON = {"expect": _EXPECT, "save": {"type": "object", "additionalProperties": {"type": "string"}}, "note": {"type": "string"}}
 _STEP = {
     "type": "object",
@@ -173,6 +191,19 @@ _STEP = {
             "additionalProperties": False,
         },
         {"required": ["files"], "properties": {"files": {"type": "array", "items": _FILE_CHECK}, "note": {"type": "string"}}, "additionalProperties": False},
+        {
+            "required": ["served"],
+            "properties": {
+                "served": {
+                    "type": "object",
+                    "required": ["server", "checks"],
+                    "properties": {"server": {"enum": ["http", "sentinel"]}, "checks": {"type": "array", "items": _CHECK, "minItems": 1}},
+                    "additionalProperties": False,
+                },
+                "note": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
         {"required": ["mutate"], "properties": {"mutate": {"type": "array", "items": _FILE_SETUP}, "note": {"type": "string"}}, "additionalProperties": False},
     ],
 }
@@ -196,6 +227,7 @@ CASE_SCHEMA: dict[str, Any] = {
                 "workspace": {"type": "boolean"},
                 "bindings": {"type": "object"},
                 "watchdog": {"type": "object"},
+                "http": _HTTP_SETUP,
                 "rules": {
                     "type": "object",
                     "properties": {"project": {"type": "array", "items": _RULE}, "session": {"type": "array", "items": _RULE}},
@@ -245,6 +277,8 @@ class Case:
         manifests = [self.setup.get("manifest")] + [s["compile"].get("manifest") for s in self.steps if "compile" in s]
         if any(isinstance(m, dict) and "limits" in m for m in manifests):
             feats.add("limits")
+        if "http" in self.setup or any("served" in s for s in self.steps):
+            feats.add("fixture.http")
         if any("symlink" in f for f in self.setup.get("files", [])) or any("symlink" in f for s in self.steps for f in s.get("mutate", [])):
             feats.add("symlinks")
         return frozenset(feats)

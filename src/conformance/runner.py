@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from .cases import Case
 from .checks import MISSING, check_expectations, check_file, resolve
 from .connectors import HarnessClient, HarnessFault, Reply
+from .fixtures import HttpFixture
 from .generators import TemplateError, generate, render, rng_for
 
 STATUSES: tuple[str, ...] = ("pass", "fail", "error", "timeout", "crash", "skipped", "not_applicable")
@@ -186,6 +187,7 @@ class CaseRun:
         self.pending_ask: str | None = None
         self.signature: list[tuple[Any, ...]] = []
         self.last_request: dict[str, Any] = {}
+        self.http: HttpFixture | None = None
 
     def session_mode(self, agent: str, session: str) -> str:
         """A session's mode is the mode of the first call made in it (fixed at creation, ASK-9)."""
@@ -277,6 +279,11 @@ class CaseRun:
                 if isinstance(spec, dict) and "name" in spec:
                     self.values[key] = fresh[key]
         setup = case.setup
+        if "http" in setup:
+            # Bound first: the ports appear in manifests, rules, arguments and in the routes themselves.
+            self.http = HttpFixture()
+            self.values.update(self.http.values())
+            self.http.set_routes(render(setup["http"]["routes"], self.values))
         self.tree.apply(setup.get("files", []), self.values)
         await self._request(0, "reset")
         if "manifest" in setup:
@@ -315,6 +322,15 @@ class CaseRun:
             return
         if "mutate" in raw:
             self.tree.apply(raw["mutate"], self.values)
+            return
+        if "served" in raw:
+            spec = self.render(raw["served"])
+            if self.http is None:
+                raise Outcome("error", f"step {i} (served): the case has no setup.http", caught_by="runner", step=i)
+            seen = self.http.server(spec["server"]).seen()
+            fails = check_expectations(seen, {"checks": spec["checks"]})
+            if fails:
+                raise Outcome("fail", f"step {i} (served by {spec['server']}): " + "; ".join(fails[:4]), step=i, detail=_bounded(seen))
             return
         expect = self.render(expect)
         if "call" in raw:
@@ -359,6 +375,8 @@ class CaseRun:
             except HarnessFault:
                 break
         self.tree.remove()
+        if self.http is not None:
+            self.http.close()
 
 
 async def run_case(client: HarnessClient, case: Case, seed: int) -> CaseResult:

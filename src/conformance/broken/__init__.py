@@ -438,6 +438,64 @@ class NoSandbox(AgentcoreHarness):
         return {**manifest, "environment": "none"}
 
 
+
+def _naive_fetch(url: str) -> dict[str, Any]:
+    """What a careless web_fetch does: urllib, redirects followed anywhere (its own limit), no bounds, no conversion."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        try:
+            resp = opener.open(url, timeout=10)
+        except urllib.error.HTTPError as exc:
+            resp = exc  # an HTTP error status is still a response
+        with resp:
+            body = resp.read()
+            data = {"url": resp.geturl(), "status": resp.status, "content_type": resp.headers.get("Content-Type", ""),
+                    "content": body.decode("utf-8", "replace")}
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return {"type": "error", "error_text": f"fetch failed: {type(exc).__name__}",
+                "metadata": {"duration_ms": 0, "kind": "fetch", "tool": "web_fetch", "error_code": "http_error"}}
+    return _envelope("web_fetch", "fetch", data)
+
+
+def _tool_error(envelope: dict[str, Any]) -> str | None:
+    """The error code of an execution-time failure (not a refusal by a layer before execution)."""
+    meta = envelope.get("metadata") or {}
+    if envelope.get("type") != "error" or "refusal" in meta:
+        return None
+    return meta.get("error_code")
+
+
+class RedirectsUnchecked(AgentcoreHarness):
+    """web_fetch follows redirects wherever they lead, as often as its HTTP library allows, without asking the rules again."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        if tool == "web_fetch" and _tool_error(envelope) in ("host_not_allowed", "redirect_refused", "too_many_redirects", "forbidden_address"):
+            return _naive_fetch(str(args.get("url", "")))
+        return envelope
+
+
+class NoDownloadLimit(AgentcoreHarness):
+    """web_fetch downloads bodies of any size and any media type."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        if tool == "web_fetch" and _tool_error(envelope) in ("too_large", "binary_content"):
+            return _naive_fetch(str(args.get("url", "")))
+        return envelope
+
+
+class RawHtml(AgentcoreHarness):
+    """web_fetch returns the page as sent (HTML not converted, scripts and styles kept)."""
+
+    def shape_envelope(self, tool: str, args: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        if tool == "web_fetch" and envelope.get("type") == "output":
+            fetched = _naive_fetch(str(args.get("url", "")))
+            if fetched.get("type") == "output":
+                envelope["data"]["content"] = fetched["data"]["content"]
+        return envelope
+
 BROKEN: dict[str, type[AgentcoreHarness]] = {
     "always-allow": AlwaysAllow,
     "default-allow": DefaultAllow,
@@ -473,6 +531,9 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "persists-always": PersistsAlways,
     "grep-zero-based": GrepZeroBased,
     "no-sandbox": NoSandbox,
+    "redirects-unchecked": RedirectsUnchecked,
+    "no-download-limit": NoDownloadLimit,
+    "raw-html": RawHtml,
 }
 
 
