@@ -468,6 +468,19 @@ def _tool_error(envelope: dict[str, Any]) -> str | None:
     return meta.get("error_code")
 
 
+class NoSearchQuota(AgentcoreHarness):
+    """web_search never runs out: the per-session budget is not counted (SRCH-3)."""
+
+    def on_session(self, session: Any) -> None:
+        from agentcore.session import SessionStores
+
+        class _Uncounted(SessionStores):
+            def __setattr__(self, name: str, value: Any) -> None:
+                if name != "web_search_calls":  # every increment is lost
+                    super().__setattr__(name, value)
+
+        session.stores = _Uncounted()
+
 class RedirectsUnchecked(AgentcoreHarness):
     """web_fetch follows redirects wherever they lead, as often as its HTTP library allows, without asking the rules again."""
 
@@ -534,6 +547,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "redirects-unchecked": RedirectsUnchecked,
     "no-download-limit": NoDownloadLimit,
     "raw-html": RawHtml,
+    "no-search-quota": NoSearchQuota,
 }
 
 
