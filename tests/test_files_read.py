@@ -240,3 +240,40 @@ async def test_plain_read_passes_the_default_watchdog(workspace: Path, make_agen
     agent = make_agent(workspace, engine_kwargs={"watchdog": "default"})
     env = await agent.call("read", {"path": "notes.txt"})
     assert env.ok and env.data["content"] == "hello\n"
+
+
+async def test_a_huge_line_before_the_window_is_skipped_in_bounded_memory(workspace: Path, make_agent: Callable[..., Any]) -> None:
+    """64 MiB without a newline, then the lines asked for: the long line is counted, never held."""
+    import tracemalloc
+
+    big = workspace / "one-line.txt"
+    with open(big, "wb") as f:
+        chunk = b"x" * (1 << 20)
+        for _ in range(64):
+            f.write(chunk)
+        f.write(b"\nsecond\nthird\n")
+    agent = make_agent(workspace)
+    tracemalloc.start()
+    try:
+        env = await agent.call("read", {"path": "one-line.txt", "offset": 2, "limit": 1})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert env.ok and env.data["content"] == "second\n" and env.data["start_line"] == 2 and env.data["next_offset"] == 3
+    assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB while skipping a 64 MiB line"
+    # The same line as the first of the window: its head, within the read limit.
+    env = await agent.call("read", {"path": "one-line.txt", "offset": 1, "limit": 1})
+    assert env.ok and set(env.data["content"]) == {"x"} and env.data["next_offset"] == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.lists(st.sampled_from([b"a", b"bb", b"\n", b"\xc3\xa9", b"xyz" * 5]), max_size=40).map(b"".join), keep=st.integers(1, 12))
+def test_line_reader_agrees_with_splitlines(data: bytes, keep: int) -> None:
+    import io
+
+    from agentcore.tools.read import _lines
+
+    got = list(_lines(io.BufferedReader(io.BytesIO(data)), keep))
+    want = data.splitlines(keepends=True)
+    assert [length for _, length in got] == [len(line) for line in want]
+    assert [head for head, _ in got] == [line[:keep] for line in want]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat as _stat
+from collections.abc import Iterator
 from typing import Any
 
 from ..access import Access, FsAccess
@@ -51,6 +52,37 @@ def _decode_window(data: bytes, *, at_start: bool, at_eof: bool) -> tuple[str, i
         if not at_eof and exc.reason == "unexpected end of data" and exc.start >= len(body) - 3:
             return body[: exc.start].decode("utf-8"), lead, exc.start
         raise ToolFailure("binary", "the file is not valid UTF-8 text") from None
+
+
+def _lines(fh: Any, keep: int) -> Iterator[tuple[bytes, int]]:
+    """Each line of `fh` (newline included) as (its first `keep` bytes at most, its full length).
+
+    Memory stays within `keep` bytes however long a line is (a 1 GiB file
+    without newlines included); `readline(keep)` keeps the common case of
+    short lines in C.
+    """
+    while True:
+        raw = fh.readline(keep)
+        if not raw:
+            return
+        length = len(raw)
+        if length == keep and not raw.endswith(b"\n"):
+            while True:  # the rest of a long line: counted, not kept
+                more = fh.readline(keep)
+                length += len(more)
+                if len(more) < keep or more.endswith(b"\n"):
+                    break
+        yield raw, length
+
+
+def _count_lines(fh: Any) -> int:
+    """Lines from the current position to the end (a last line without a newline counts)."""
+    n = 0
+    last = b"\n"
+    while block := fh.read(1 << 20):
+        n += block.count(b"\n")
+        last = block[-1:]
+    return n + (last != b"\n")
 
 
 class ReadTool(Tool):
@@ -133,34 +165,29 @@ class ReadTool(Tool):
             cut = False
             cut_by_bytes = False
             total_lines = 0
-            for raw in fh:  # streamed: a huge file never sits whole in memory
+            # Streamed, and a line is kept only up to the read limit: neither a huge
+            # file nor a huge line ever sits whole in memory.
+            for raw, length in _lines(fh, limits.read_bytes + 1):
                 line_no += 1
                 if line_no < first:
                     continue
                 # Once the window is full (by count or by bytes) nothing more is
                 # appended: a later, shorter line must not slip in after a gap.
-                if cut or len(lines) >= count:
+                if len(lines) >= count:
                     cut = True
-                    # Keep counting lines only while cheap (bounded by the text bound).
-                    if size <= limits.text_bytes:
-                        continue
                     break
-                if used + len(raw) > limits.read_bytes:
+                if used + length > limits.read_bytes:
+                    cut = cut_by_bytes = True
                     if not lines:
                         # One line longer than the limit: return its head and move on past it.
-                        head = raw[: limits.read_bytes]
-                        text, _, used = _decode_window(head, at_start=True, at_eof=False)
+                        text, _, used = _decode_window(raw[: limits.read_bytes], at_start=True, at_eof=False)
                         lines.append(text)
-                        cut = cut_by_bytes = True
-                        if size <= limits.text_bytes:
-                            continue  # keep counting total_lines
-                        break
-                    cut = cut_by_bytes = True
-                    if size <= limits.text_bytes:
-                        continue
                     break
-                used += len(raw)
+                used += length  # the whole line fits the limit, so `raw` is all of it
                 lines.append(_decode(raw))
+            if cut and size <= limits.text_bytes:
+                # The lines after the window are only counted (the line that ended it already was).
+                line_no += _count_lines(fh)
             total_lines = line_no if (not cut or size <= limits.text_bytes) else None
             end_line = first + len(lines) - 1 if lines else first - 1
             more = cut or (total_lines is not None and end_line < total_lines)
