@@ -186,6 +186,35 @@ async def test_read_denied_paths_read_as_empty_to_an_allowed_cat(agent_for: Call
     assert TOKEN not in str(env.to_dict())
 
 
+@pytest.mark.parametrize("writable", [True, False])
+async def test_wildcard_read_denies_hide_the_files_they_match(agent_for: Callable[..., Any], lab: Lab, writable: bool) -> None:
+    """`**/*.secret.yaml` and `**/private/**`: the files exist only at call time, so the walk finds and masks them."""
+    (lab.ws / "config" / "deep").mkdir(parents=True)
+    (lab.ws / "config" / "prod.secret.yaml").write_text(TOKEN)
+    (lab.ws / "config" / "deep" / "db.secret.yaml").write_text(TOKEN)
+    (lab.ws / "config" / "app.yaml").write_text("visible: yes\n")
+    (lab.ws / "lib" / "private").mkdir(parents=True)
+    (lab.ws / "lib" / "private" / "key.txt").write_text(TOKEN)
+    shell = [arity("cat", 1), arity("grep", 3)]
+    write = ("{workspace}/**",) if writable else ()
+    # Control: without the rules, the direct read and the recursive grep both show the token.
+    plain = agent_for(shell, write=write)
+    assert TOKEN in assert_ran(await plain.call("bash", {"command": "cat config/deep/db.secret.yaml"}))["output"]
+    assert TOKEN in assert_ran(await plain.call("bash", {"command": "grep -r do-not-leak ."}))["output"]
+    rules = [
+        {"permission": "*", "pattern": "*", "action": "allow"},
+        {"permission": "read", "pattern": "**/*.secret.yaml", "action": "deny"},
+        {"permission": "fs.read", "pattern": "**/private/**", "action": "deny"},
+    ]
+    agent = agent_for(shell, rules=rules, write=write)
+    before = lab.snapshot()
+    for command in ("cat config/prod.secret.yaml", "cat config/deep/db.secret.yaml", "cat lib/private/key.txt", "grep -r do-not-leak ."):
+        data = assert_ran(await agent.call("bash", {"command": command}))
+        assert TOKEN not in data["output"], command
+    assert "visible: yes" in assert_ran(await agent.call("bash", {"command": "cat config/app.yaml"}))["output"]
+    assert lab.snapshot() == before  # masks leave nothing behind in the workspace
+
+
 async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     home = lab.root / "home"
     (home / ".ssh").mkdir(parents=True)

@@ -65,39 +65,3 @@ def sandbox_protected_paths(roots: Iterable[Path], extra: Iterable[Path] = ()) -
             seen.add(os.fspath(p))
             uniq.append(p)
     return uniq
-
-
-def nested_protected_paths(roots: Iterable[Path], *, max_entries: int = 20000, max_depth: int = 8) -> list[Path]:
-    """Protected paths below the top of each writable root, found by a bounded walk.
-
-    Existing protected files and directories at any depth are returned, and so
-    are the hooks/config of every nested `.git` directory (a sub-repository's
-    hooks run just like the top one's). Missing rc files deeper than the root
-    are not placeholdered: that would need a mount per directory. The walk
-    never follows symlinks and stops after `max_entries` entries.
-    """
-    out: list[Path] = []
-    seen = 0
-    stack: list[tuple[str, int]] = [(os.fspath(r), 0) for r in roots]
-    while stack and seen < max_entries:
-        top, depth = stack.pop()
-        try:
-            entries = list(os.scandir(top))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            name = entry.name
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            path = Path(entry.path)
-            if depth > 0 and (name in PROTECTED_NAMES or name in PROTECTED_DIRS):
-                out.append(path)
-            if name == ".git" and is_dir:
-                out.extend([path / "hooks", path / "config", path / "info" / "attributes"])
-                continue  # a repository's internals hold nothing else to protect
-            if is_dir and depth < max_depth and name not in PROTECTED_DIRS:
-                stack.append((entry.path, depth + 1))
-    return out

@@ -19,7 +19,8 @@ import anyio
 import anyio.abc
 
 from ..access import Access, ShellAccess
-from ..protected import nested_protected_paths
+from ..environments import calltree
+from ..environments.calltree import wildcard_read_denies
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -57,11 +58,8 @@ class BashTool(Tool):
         timeout = min(timeout, limits.bash_max_timeout_s)
         spool = runtime.byte_spool(limits.bash_bytes)
         policy = runtime.proc.policy
-        if policy is not None and policy.write_roots:
-            # Nested repositories and deeper config files exist only at call time: found now.
-            nested = nested_protected_paths(policy.write_roots)
-            if nested:
-                policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *nested])))
+        if policy is not None:
+            policy = self._with_call_tree(policy, runtime)
         argv = self.command_argv(args)
         try:
             if policy is not None and policy.network == "proxy":
@@ -84,6 +82,19 @@ class BashTool(Tool):
             data["head"] = data["output"]
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
+
+    @staticmethod
+    def _with_call_tree(policy: Any, runtime: Any) -> Any:
+        """The policy plus what exists only now: nested protected paths, files that wildcard read denies name."""
+        denies = wildcard_read_denies(runtime.manifest.rules)
+        if not policy.write_roots and not denies:
+            return policy
+        found = calltree.scan(policy.write_roots, runtime.manifest.workspace_roots, denies)
+        if found.protected:
+            policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *found.protected])))
+        if found.denied:
+            policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
+        return policy
 
     async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, spool: Any) -> Any:
         from ..net.proxy import FilteringProxy

@@ -1,0 +1,87 @@
+"""The per-call walk: protected names below writable roots, files wildcard read denies name (ENV-6, ENV-7)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentcore.environments.calltree import scan, wildcard_read_denies
+from agentcore.rules.model import Rule, compile_rules
+from agentcore.variables import Bindings
+
+
+def denies(ws: Path, *patterns: str, permission: str = "read", action: str = "deny") -> list:
+    rules = [Rule(permission, p, action, scope="manifest", index=i) for i, p in enumerate(patterns)]
+    return wildcard_read_denies(compile_rules(rules, Bindings.for_workspace(ws)))
+
+
+def test_protected_names_below_writable_roots_only(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sub" / ".git" / "hooks").mkdir(parents=True)
+    (ws / "sub" / ".vscode").mkdir()
+    (ws / ".bashrc").write_text("")  # the top of a root is the policy's job, not the walk's
+    (ws / "ro" / "deep").mkdir(parents=True)
+    (ws / "ro" / "deep" / ".envrc").write_text("")
+    found = scan([ws / "sub"], [ws], denies(ws, "**/*.pem"))
+    assert set(found.protected) == {
+        ws / "sub" / ".git" / "hooks", ws / "sub" / ".git" / "config", ws / "sub" / ".git" / "info" / "attributes", ws / "sub" / ".vscode",
+    }  # nothing outside the writable root, even below a read root that holds it
+
+
+def test_wildcard_denies_name_files_and_whole_directories(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "a" / "private" / "x").mkdir(parents=True)
+    (ws / "a" / "private" / "x" / "k.txt").write_text("k")
+    (ws / "a" / "cert.pem").write_text("p")
+    (ws / "a" / "cert.pem.txt").write_text("not a pem")
+    (ws / "b.pem").mkdir()  # a directory the file pattern names: not hidden (its contents are not denied)
+    os.symlink(ws / "a" / "cert.pem", ws / "link.pem")  # never followed, never mounted over
+    found = scan([], [ws], denies(ws, "**/*.pem", "**/private/**", "{workspace}/literal.txt", "*"))
+    assert set(found.denied) == {ws / "a" / "cert.pem", ws / "a" / "private"}
+    # Only deny rules on reading count; an allow or an ask, or a write deny, hides nothing.
+    assert scan([], [ws], denies(ws, "**/*.pem", action="ask")).denied == ()
+    assert scan([], [ws], denies(ws, "**/*.pem", permission="fs.write")).denied == ()
+    assert scan([], [ws], []).denied == ()  # no denies: the read roots are not even walked
+
+
+def test_the_walk_is_bounded(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    deep = ws.joinpath(*[f"d{i}" for i in range(12)])
+    deep.mkdir(parents=True)
+    (deep / "far.pem").write_text("")
+    (ws / "near.pem").write_text("")
+    assert set(scan([], [ws], denies(ws, "**/*.pem")).denied) == {ws / "near.pem"}  # past 8 levels: not found (SPEC ENV-6)
+    assert scan([], [ws], denies(ws, "**/*.pem"), max_entries=1).denied in ((), (ws / "near.pem",))
+
+
+NAMES = st.sampled_from(["a", "b.pem", "c.key", "private", "x.txt", ".env", "n"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=st.lists(st.lists(NAMES, min_size=1, max_size=4), max_size=12))
+def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
+    ws = tmp_path_factory.mktemp("ws")
+    for parts in tree:
+        target = ws.joinpath(*parts)
+        if any(p.is_file() for p in [ws.joinpath(*parts[:i]) for i in range(1, len(parts))]) or target.is_dir():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_text("x")
+    rules = denies(ws, "**/*.pem", "**/.env", "**/private/**")
+    got = set(scan([], [ws], rules).denied)
+    want: set[Path] = set()
+    for dirpath, dirnames, filenames in os.walk(ws):
+        d = Path(dirpath)
+        if any(p in want for p in [d, *d.parents]):
+            continue
+        for name in dirnames:
+            if name == "private":
+                want.add(d / name)
+        for name in filenames:
+            if name.endswith(".pem") or name == ".env" or (name == "private"):
+                want.add(d / name)
+    assert got == want
