@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..patterns.globtext import has_wildcard
 from ..protected import PROTECTED_DIRS, PROTECTED_NAMES
+from ..rules.model import glob_literal_suffix
 
 MAX_ENTRIES = 20_000
 MAX_DEPTH = 8
@@ -37,7 +38,7 @@ class ReadDeny:
     """One wildcard deny rule on reading, ready for the walk."""
 
     matches: Callable[[str], bool]
-    suffix: str  # every path it matches ends with this: a cheap reject first
+    suffix: str  # every path the walk can find it matching ends with this: a cheap reject first
     tree: bool  # the pattern ends in `/**`: a matching directory is hidden whole
 
 
@@ -54,7 +55,11 @@ def wildcard_read_denies(rules: Iterable[object]) -> list[ReadDeny]:
         fn, _literal, _exact, _prefix = cr.matcher("path")  # type: ignore[attr-defined]
         if fn is None:
             continue
-        out.append(ReadDeny(fn, cr.literal_suffix("path"), text.endswith("/**")))  # type: ignore[attr-defined]
+        tree = text.endswith("/**")
+        # The walk tests a path itself, never one below a match (it does not descend
+        # into one): for `…/name/**` every such path ends with `/name`, a cheap reject.
+        suffix = glob_literal_suffix(text[:-3]) if tree else cr.literal_suffix("path")  # type: ignore[attr-defined]
+        out.append(ReadDeny(fn, suffix, tree))
     return out
 
 
