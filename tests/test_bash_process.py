@@ -303,6 +303,23 @@ def test_explain_prints_the_bwrap_command_line_without_running_anything(write_ma
     assert lab.snapshot() == before
 
 
+def test_explain_shows_the_per_call_masks(write_manifest: Callable[..., Path], lab: Lab) -> None:
+    """The command line explain prints carries what the per-call walk adds: wildcard-denied files, nested repositories."""
+    (lab.ws / "keys").mkdir()
+    (lab.ws / "keys" / "a.pem").write_text("k")
+    (lab.ws / "sub" / ".git").mkdir(parents=True)
+    rules = [*ALLOW_ALL, {"permission": "read", "pattern": "**/*.pem", "action": "deny"}]
+    manifest = write_manifest(bash_manifest([arity("cat", 1)], rules=rules))
+    args = ["explain", "--headless", "--manifest", os.fspath(manifest), "--workspace", os.fspath(lab.ws), "bash"]
+    done = _cli(*args, json.dumps({"command": "cat keys/a.pem"}), cwd=lab.root)
+    assert done.returncode == 0, done.stderr
+    [line] = [ln for ln in done.stdout.splitlines() if "command line:" in ln]
+    words = line.split()
+    assert words[words.index(str(lab.ws / "keys" / "a.pem")) - 2] == "--ro-bind"  # masked by an empty file
+    assert str(lab.ws / "sub" / ".git" / "hooks") in words
+
+
+
 def test_explain_json_shows_the_network_mode(write_manifest: Callable[..., Path], lab: Lab) -> None:
     manifest = write_manifest(bash_manifest([arity("curl", 2)], hosts=["127.0.0.1:9"]))
     done = _cli(

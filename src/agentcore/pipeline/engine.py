@@ -358,6 +358,8 @@ class Engine:
             env_info["environment"] = environment.name
             self._verified = True
             if describe and hasattr(tool, "command_argv"):
+                if hasattr(tool, "call_policy"):
+                    policy = tool.call_policy(policy, self.manifest)  # the per-call masks, as a call now would get
                 env_info["command_line"] = redact_command_line(environment.command_line(tool.command_argv(args), policy))
         except EnvironmentUnavailable as exc:
             trace.add("environment", "deny", reason=exc.reason)

@@ -59,7 +59,7 @@ class BashTool(Tool):
         spool = runtime.byte_spool(limits.bash_bytes)
         policy = runtime.proc.policy
         if policy is not None:
-            policy = self._with_call_tree(policy, runtime)
+            policy = self.call_policy(policy, runtime.manifest)
         argv = self.command_argv(args)
         try:
             if policy is not None and policy.network == "proxy":
@@ -84,12 +84,15 @@ class BashTool(Tool):
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
     @staticmethod
-    def _with_call_tree(policy: Any, runtime: Any) -> Any:
-        """The policy plus what exists only now: nested protected paths, files that wildcard read denies name."""
-        denies = wildcard_read_denies(runtime.manifest.rules)
+    def call_policy(policy: Any, manifest: Any) -> Any:
+        """The policy plus what exists only now: nested protected paths, files that wildcard read denies name.
+
+        Also what `explain` shows, so its command line is the one a call made now would run.
+        """
+        denies = wildcard_read_denies(manifest.rules)
         if not policy.write_roots and not denies:
             return policy
-        found = calltree.scan(policy.write_roots, runtime.manifest.workspace_roots, denies)
+        found = calltree.scan(policy.write_roots, manifest.workspace_roots, denies)
         if found.protected:
             policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *found.protected])))
         if found.denied:
