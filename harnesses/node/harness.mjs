@@ -370,8 +370,12 @@ function toolGlob(args, root, agent, session) {
       const full = path.join(dir, ent.name), r = rel ? rel + "/" + ent.name : ent.name;
       if (ent.isDirectory()) { if (ent.name !== ".git") walk(full, r); }
       else if (ent.isFile() && pat.re.test("/" + r) && agent.m.fsRead.some((p) => p.re.test(full))) {
-        const d = decide(rulesOf(agent, session), { tool: "glob", capability: "fs.read", kind: "path", value: full });
-        if (d.action !== "deny") found.push(full);
+        // SPEC PERM-14: hidden when the glob or the read decision is deny, or ask because a rule said so.
+        const rules = rulesOf(agent, session);
+        const hides = (d) => d.action === "deny" || (d.action === "ask" && d.rule !== null);
+        const asGlob = decide(rules, { tool: "glob", capability: "fs.read", kind: "path", value: full });
+        const asRead = decide(rules, { tool: "read", capability: "fs.read", kind: "path", value: full });
+        if (!hides(asGlob) && !hides(asRead)) found.push(full);
       }
     }
   };
@@ -536,7 +540,7 @@ function opSetRules(req) {
 function handle(req) {
   switch (req.op) {
     case "start":
-      return { result: { protocol: PROTOCOL, implementation: { name: "node-mini", version: "0.1.0", language: "javascript", spec_version: "1" }, features: ["tool.read", "tool.write", "tool.glob", "interactive", "rules.project", "rules.session", "symlinks", "bindings"] } };
+      return { result: { protocol: PROTOCOL, implementation: { name: "node-mini", version: "0.1.0", language: "javascript", spec_version: "2" }, features: ["tool.read", "tool.write", "tool.glob", "interactive", "rules.project", "rules.session", "symlinks", "bindings"] } };
     case "reset": state.agents.clear(); state.sessions.clear(); state.pending = null; return { result: {} };
     case "compile": return opCompile(req);
     case "set_rules": return opSetRules(req);
