@@ -18,11 +18,13 @@ import pytest
 
 try:
     from test_bash_support import (
+        ALLOW_ALL,
         Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
     )
     from test_net_servers import RecordingServer, Reply, Sentinel
 except ImportError:  # pragma: no cover - imported as a package from the repository root
     from tests.test_bash_support import (
+        ALLOW_ALL,
         Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
     )
     from tests.test_net_servers import RecordingServer, Reply, Sentinel
@@ -213,6 +215,35 @@ async def test_wildcard_read_denies_hide_the_files_they_match(agent_for: Callabl
         assert TOKEN not in data["output"], command
     assert "visible: yes" in assert_ran(await agent.call("bash", {"command": "cat config/app.yaml"}))["output"]
     assert lab.snapshot() == before  # masks leave nothing behind in the workspace
+
+
+async def test_manifest_write_denies_keep_paths_read_only_and_uncreatable(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """ENV-6: literal (also relative) and wildcard write denies hold against writes the rules cannot see (argv)."""
+    (lab.ws / "locked.txt").write_text("keep\n")
+    (lab.ws / "sub").mkdir(exist_ok=True)
+    (lab.ws / "sub" / "deps.lock").write_text("pinned\n")
+    (lab.ws / "notes").mkdir()
+    (lab.ws / "notes" / "private.md").write_text(TOKEN)
+    shell = [arity("tee", 1), arity("touch", 1), arity("cat", 1)]
+    # Control: without the rules `tee` (stdin is empty) truncates, and `touch` creates.
+    plain = agent_for(shell)
+    assert_ran(await plain.call("bash", {"command": "tee sub/deps.lock"}))
+    assert (lab.ws / "sub" / "deps.lock").read_text() == ""
+    (lab.ws / "sub" / "deps.lock").write_text("pinned\n")
+    rules = [
+        *ALLOW_ALL,
+        {"permission": "fs.write", "pattern": "{workspace}/locked.txt", "action": "deny"},
+        {"permission": "write", "pattern": "never.txt", "action": "deny"},  # relative: anchored at the workspace
+        {"permission": "fs.write", "pattern": "**/*.lock", "action": "deny"},
+        {"permission": "read", "pattern": "notes/private.md", "action": "deny"},  # relative read deny: masked too
+    ]
+    agent = agent_for(shell, rules=rules)
+    for command in ("tee locked.txt", "tee sub/deps.lock", "touch never.txt"):
+        data = assert_ran(await agent.call("bash", {"command": command}))
+        assert data["exit_code"] != 0 and ("Read-only file system" in data["output"] or "Permission denied" in data["output"]), (command, data)
+    assert (lab.ws / "locked.txt").read_text() == "keep\n" and (lab.ws / "sub" / "deps.lock").read_text() == "pinned\n"
+    assert not (lab.ws / "never.txt").exists()  # the placeholder is gone again, and nothing was created
+    assert TOKEN not in assert_ran(await agent.call("bash", {"command": "cat notes/private.md"}))["output"]
 
 
 async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,14 +8,15 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentcore.environments.calltree import scan, wildcard_read_denies
+from agentcore.environments.calltree import scan
+from agentcore.environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 from agentcore.rules.model import Rule, compile_rules
 from agentcore.variables import Bindings
 
 
-def denies(ws: Path, *patterns: str, permission: str = "read", action: str = "deny") -> list:
+def denies(ws: Path, *patterns: str, permission: str = "read", action: str = "deny", writes: bool = False) -> tuple:
     rules = [Rule(permission, p, action, scope="manifest", index=i) for i, p in enumerate(patterns)]
-    return wildcard_read_denies(compile_rules(rules, Bindings.for_workspace(ws)))
+    return manifest_denies(compile_rules(rules, Bindings.for_workspace(ws)), WRITE_DENY_PERMISSIONS if writes else READ_DENY_PERMISSIONS).wildcard
 
 
 def test_protected_names_below_writable_roots_only(tmp_path: Path) -> None:
@@ -85,3 +86,30 @@ def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list
             if name.endswith(".pem") or name == ".env" or (name == "private"):
                 want.add(d / name)
     assert got == want
+
+
+def test_wildcard_write_denies_keep_existing_files_read_only(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "gen" / "out").mkdir(parents=True)
+    (ws / "a.lock").write_text("")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "b.lock").write_text("")
+    (ws / "c.txt").write_text("")
+    write = denies(ws, "**/*.lock", "**/gen/**", permission="fs.write", writes=True)
+    found = scan([ws], [ws], (), write)
+    assert {ws / "a.lock", ws / "sub" / "b.lock", ws / "gen"} <= set(found.protected)
+    assert ws / "c.txt" not in found.protected and found.denied == ()
+    # Outside a writable root everything is read-only already: nothing to add.
+    assert scan([], [ws], denies(ws, "**/*.pem"), write).protected == ()
+
+
+def test_literal_and_relative_denies_are_the_policys(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    rules = compile_rules(
+        [Rule("read", ".env", "deny", scope="manifest"), Rule("read", "secrets/**", "deny", scope="manifest", index=1),
+         Rule("fs.write", "{workspace}/locked.txt", "deny", scope="manifest", index=2), Rule("read", "*", "deny", scope="manifest", index=3)],
+        Bindings.for_workspace(ws),
+    )
+    assert manifest_denies(rules, READ_DENY_PERMISSIONS).literal == (ws / ".env", ws / "secrets")
+    assert manifest_denies(rules, WRITE_DENY_PERMISSIONS).literal == (ws / "locked.txt",)
+    assert manifest_denies(rules, READ_DENY_PERMISSIONS).wildcard == ()

@@ -2,6 +2,7 @@
 
 The manifest's `requires` *is* the sandbox: writable binds come from
 fs.write, masks from manifest read denials and well-known secret stores,
+read-only paths from manifest write denials and the protected names,
 network mode from net.hosts. There is no second configuration to keep in
 sync: enabling a tool that requires more extends this policy, removing it
 shrinks it.
@@ -13,9 +14,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..patterns.globtext import glob_unescape, has_wildcard
 from ..protected import sandbox_protected_paths
 from .base import SandboxPolicy
+from .denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 
 if TYPE_CHECKING:
     from ..manifest.compiled import CompiledManifest
@@ -43,25 +44,19 @@ def _write_roots(manifest: "CompiledManifest") -> list[Path]:
 
 
 def _read_denied(manifest: "CompiledManifest") -> list[Path]:
-    denied: list[Path] = []
-    for cr in manifest.rules:
-        rule = cr.rule
-        if rule.action != "deny" or rule.permission not in ("*", "read", "fs.read", "bash", "grep", "glob"):
-            continue
-        text = cr.expanded
-        if text.endswith("/**"):
-            text = text[:-3]
-        if has_wildcard(text) or not text.startswith("/"):
-            continue  # a wildcard deny cannot be a mount; the capability layer enforces it
-        p = Path(glob_unescape(text))
-        if p.exists():
-            denied.append(p)
+    # Literal denies only: a wildcard names files once a call looks (calltree.py).
+    denied = [p for p in manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).literal if p.exists()]
     home = Path(os.path.expanduser("~"))
     for rel in SECRET_HOME_PATHS:
         p = home / rel
         if p.exists() and not manifest.effective.can_read(os.fspath(p)):
             denied.append(p)
     return denied
+
+
+def _write_denied(manifest: "CompiledManifest") -> list[Path]:
+    """Literal paths a manifest deny on writing names: kept read-only, and a missing one cannot be created."""
+    return list(manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).literal)
 
 
 def _read_roots(manifest: "CompiledManifest") -> list[Path]:
@@ -80,7 +75,7 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     else:
         cwd = workspace
     write_roots = _write_roots(manifest)
-    protected = sandbox_protected_paths(write_roots, manifest.protected_files)
+    protected = sandbox_protected_paths(write_roots, [*manifest.protected_files, *_write_denied(manifest)])
     env = {
         "PATH": ENV_PATH,
         "HOME": "/tmp",

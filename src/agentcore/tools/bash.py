@@ -20,7 +20,7 @@ import anyio.abc
 
 from ..access import Access, ShellAccess
 from ..environments import calltree
-from ..environments.calltree import wildcard_read_denies
+from ..environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
@@ -85,14 +85,15 @@ class BashTool(Tool):
 
     @staticmethod
     def call_policy(policy: Any, manifest: Any) -> Any:
-        """The policy plus what exists only now: nested protected paths, files that wildcard read denies name.
+        """The policy plus what exists only now: nested protected paths, files that wildcard denies name.
 
         Also what `explain` shows, so its command line is the one a call made now would run.
         """
-        denies = wildcard_read_denies(manifest.rules)
-        if not policy.write_roots and not denies:
+        read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
+        write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
+        if not policy.write_roots and not read_denies:
             return policy
-        found = calltree.scan(policy.write_roots, manifest.workspace_roots, denies)
+        found = calltree.scan(policy.write_roots, manifest.workspace_roots, read_denies, write_denies)
         if found.protected:
             policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *found.protected])))
         if found.denied:
