@@ -246,6 +246,16 @@ async def test_manifest_write_denies_keep_paths_read_only_and_uncreatable(agent_
     assert TOKEN not in assert_ran(await agent.call("bash", {"command": "cat notes/private.md"}))["output"]
 
 
+async def test_a_write_deny_covering_the_whole_workspace_leaves_it_read_only(agent_for: Callable[..., Any], lab: Lab) -> None:
+    (lab.ws / "f.txt").write_text("keep\n")
+    rules = [*ALLOW_ALL, {"permission": "fs.write", "pattern": "{workspace}/**", "action": "deny"}]
+    agent = agent_for([arity("tee", 1), arity("touch", 1)], rules=rules)
+    for command in ("tee f.txt", "touch new.txt"):
+        data = assert_ran(await agent.call("bash", {"command": command}))
+        assert data["exit_code"] != 0, (command, data)
+    assert (lab.ws / "f.txt").read_text() == "keep\n" and not (lab.ws / "new.txt").exists()
+
+
 async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     home = lab.root / "home"
     (home / ".ssh").mkdir(parents=True)

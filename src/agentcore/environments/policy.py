@@ -74,8 +74,11 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         cwd = Path("/")
     else:
         cwd = workspace
-    write_roots = _write_roots(manifest)
-    protected = sandbox_protected_paths(write_roots, [*manifest.protected_files, *_write_denied(manifest)])
+    write_denied = _write_denied(manifest)
+    # A root that a write deny covers whole is not bound writable at all
+    # (a read-only mount inside it could not cover the root itself).
+    write_roots = [r for r in _write_roots(manifest) if not any(r == d or d in r.parents for d in write_denied)]
+    protected = sandbox_protected_paths(write_roots, [*manifest.protected_files, *write_denied])
     env = {
         "PATH": ENV_PATH,
         "HOME": "/tmp",
