@@ -277,6 +277,31 @@ async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab
     assert TOKEN in assert_ran(await agent.call("bash", {"command": f"cat {home}/notes.txt"}))["output"]
 
 
+async def test_system_secret_locations_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shadow files, SSH host keys and secret mounts: the list is checked with stand-ins, /etc/shadow for real when root can read it."""
+    from agentcore.environments import policy as policy_module
+
+    stand_ins = lab.root / "run-secrets"
+    (stand_ins / "kubernetes.io" / "serviceaccount").mkdir(parents=True)
+    (stand_ins / "kubernetes.io" / "serviceaccount" / "token").write_text(TOKEN)
+    monkeypatch.setattr(policy_module, "SYSTEM_SECRET_PATHS", (*policy_module.SYSTEM_SECRET_PATHS, os.fspath(stand_ins)))
+    shell = [arity("cat", 1)]
+    agent = make_agent(lab.ws, bash_manifest(shell, watchdog_disable=["secrets"]), engine_kwargs={"watchdog": "default"})
+    data = assert_ran(await agent.call("bash", {"command": f"cat {stand_ins}/kubernetes.io/serviceaccount/token"}))
+    assert TOKEN not in data["output"] and data["exit_code"] != 0
+    # A manifest that grants reading it gets it.
+    granted = make_agent(lab.ws, bash_manifest(shell, read=("{workspace}/**", f"{stand_ins}/**"), watchdog_disable=["secrets"]),
+                         engine_kwargs={"watchdog": "default"})
+    assert TOKEN in assert_ran(await granted.call("bash", {"command": f"cat {stand_ins}/kubernetes.io/serviceaccount/token"}))["output"]
+    try:
+        shadow = Path("/etc/shadow").read_text()
+    except OSError:
+        pytest.skip("/etc/shadow is not readable here (not root): the real file cannot leak anyway")
+    assert "root:" in shadow  # control: readable to this process, so a sandbox running as root could read it
+    data = assert_ran(await agent.call("bash", {"command": "cat /etc/shadow"}))
+    assert "root:" not in data["output"]
+
+
 async def test_secret_environment_of_the_host_is_not_visible(agent_for: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTCORE_BASH_TEST_SECRET", TOKEN)
     assert os.environ["AGENTCORE_BASH_TEST_SECRET"] == TOKEN

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 
 # Secret stores masked in every sandbox unless the manifest grants reading them.
 SECRET_HOME_PATHS = (".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker", ".kube", ".npmrc", ".pypirc", ".git-credentials")
+# System places that hold credentials: readable to a sandbox that runs as root (capabilities
+# dropped, but the owner bits of root's files still apply), and to anyone for mounted secrets.
+SYSTEM_SECRET_PATHS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+    "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_dsa_key",
+    "/run/secrets", "/var/run/secrets",  # container and Kubernetes secret mounts (service account tokens)
+)
 ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -47,9 +54,8 @@ def _read_denied(manifest: "CompiledManifest") -> list[Path]:
     # Literal denies only: a wildcard names files once a call looks (calltree.py).
     denied = [p for p in manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).literal if p.exists()]
     home = Path(os.path.expanduser("~"))
-    for rel in SECRET_HOME_PATHS:
-        p = home / rel
-        if p.exists() and not manifest.effective.can_read(os.fspath(p)):
+    for p in [*(home / rel for rel in SECRET_HOME_PATHS), *map(Path, SYSTEM_SECRET_PATHS)]:
+        if os.path.lexists(p) and not manifest.effective.can_read(os.fspath(p)):
             denied.append(p)
     return denied
 
