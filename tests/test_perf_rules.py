@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentcore.rules import ACTION_RANK, Rule, RuleEngine, Subject, compile_rules
@@ -98,6 +98,11 @@ RULE = st.tuples(
 
 @settings(max_examples=300, deadline=None)
 @given(specs=st.lists(RULE, max_size=8), values=st.lists(VALUE, min_size=1, max_size=5))
+# Found by this test: a run of slashes in the value, which the glob matchers read as one
+# slash while the literal prefix check and literal patterns did not.
+@example(specs=[("*", "*", "deny", "project"), ("*", "\n*", "allow", "manifest")], values=["/ws//\n"])
+@example(specs=[("*", "*", "allow", "manifest"), ("*", "\n", "deny", "manifest")], values=["/ws//\n"])
+@example(specs=[("*", "*", "allow", "project"), ("read", "{workspace}/secret", "deny", "project")], values=["/ws//secret"])
 def test_engine_decides_as_a_plain_evaluation(specs: list[tuple[str, str, str, str]], values: list[str]) -> None:
     rules = []
     for perm, pattern, action, scope in specs:
@@ -131,3 +136,9 @@ def test_values_the_matchers_accept_past_the_suffix_are_still_decided_by_them(va
     cmd = compile_rules([Rule("bash", "rm *.txt", "deny"), Rule("*", "*", "allow")], BINDINGS)
     c = Subject("bash", "shell.run", "command", "rm a.txt" + value[len("/ws/a.env"):].replace("/", ""))
     assert RuleEngine(cmd).evaluate(c).action == _plain(list(cmd), c)[0] == "deny"
+
+
+def test_a_run_of_slashes_means_one_slash_for_every_path_pattern() -> None:
+    engine = RuleEngine(compile_rules([Rule("*", "*", "allow"), Rule("read", "{workspace}/secret", "deny"), Rule("read", "**/*.pem", "deny")], BINDINGS))
+    for value in ("/ws//secret", "/ws/secret", "//ws///secret", "/ws//a//k.pem"):
+        assert engine.evaluate(Subject("read", "fs.read", "path", value)).action == "deny", value

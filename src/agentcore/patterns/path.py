@@ -19,6 +19,7 @@ from wcmatch import glob as wcglob
 from ..errors import CompileError
 from .globtext import glob_escape, glob_literal_count, glob_literal_prefix, glob_unescape, has_wildcard
 
+_SLASH_RUN = re.compile(r"/{2,}")
 _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
 
 
@@ -33,6 +34,10 @@ class PathPattern:
     _literal: str | None = field(repr=False, compare=False, hash=False, default=None)
 
     def matches(self, path: str) -> bool:
+        if "//" in path:
+            # One meaning for a run of slashes whatever the pattern: the glob regexes read it
+            # as one slash, so a literal pattern must too (canonical paths never have one).
+            path = _SLASH_RUN.sub("/", path)
         if self._literal is not None:
             return path == self._literal
         return self._regex.match(path) is not None

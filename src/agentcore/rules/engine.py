@@ -13,6 +13,8 @@ so evaluation stops at the first specificity level that matches.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -57,6 +59,7 @@ class Decision:
         return out
 
 
+_SLASH_RUN = re.compile(r"/{2,}")
 _LOOSE_ENDS = ("/", "\n")
 
 # (specificity, restrictiveness, rule, match function, literal prefix, literal suffix)
@@ -101,6 +104,10 @@ class RuleEngine:
     def evaluate(self, subject: Subject) -> Decision:
         pinned, ranked = self._candidates(subject.tool, subject.capability, subject.kind)
         value = subject.value
+        if subject.kind == "path" and "//" in value:
+            # Path matchers read a run of slashes as one; the quick rejects below must too, or
+            # a non-canonical value could skip a rule its matcher accepts (a deny included).
+            value = _SLASH_RUN.sub("/", value)
         # A value not starting with a pattern's literal prefix, or not ending with
         # its literal suffix, cannot match it: skipped without running the matcher.
         # (The compiled matchers also accept trailing `/`s and one trailing newline
