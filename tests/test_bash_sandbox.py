@@ -256,10 +256,13 @@ async def test_a_write_deny_covering_the_whole_workspace_leaves_it_read_only(age
     assert (lab.ws / "f.txt").read_text() == "keep\n" and not (lab.ws / "new.txt").exists()
 
 
-async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_home_is_hidden_except_what_fs_read_grants_and_secret_stores_stay_masked(
+    make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = lab.root / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_rsa").write_text(TOKEN)
+    (home / ".ssh" / "known_hosts").write_text(TOKEN)
     (home / ".netrc").write_text(TOKEN)
     (home / "notes.txt").write_text(TOKEN)
     monkeypatch.setenv("HOME", os.fspath(home))
@@ -268,13 +271,18 @@ async def test_home_secret_stores_are_masked(make_agent: Callable[..., Any], lab
     # The default watchdog asks before a secret file is touched; headless, that is a refusal.
     agent = make_agent(lab.ws, bash_manifest(shell), engine_kwargs={"watchdog": "default"})
     assert_refused(await agent.call("bash", command), "ask", "headless")
-    # With the `secrets` category off (only so that the sandbox is what is tested), the mount hides them.
+    # With the `secrets` category off (only so that the sandbox is what is tested):
+    # the home directory is not in fs.read, so none of it is there.
     agent = make_agent(lab.ws, bash_manifest(shell, watchdog_disable=["secrets"]), engine_kwargs={"watchdog": "default"})
-    for cmd in (command, {"command": f"cat {home}/.netrc"}):
-        data = assert_ran(await agent.call("bash", cmd))
-        assert TOKEN not in data["output"]
-    # Control: the same home is readable elsewhere, so it is the mask that hides the secrets.
+    for path in (".ssh/id_rsa", ".netrc", "notes.txt"):
+        data = assert_ran(await agent.call("bash", {"command": f"cat {home}/{path}"}))
+        assert TOKEN not in data["output"] and "No such file" in data["output"], path
+    # fs.read grants one file, and a file inside ~/.ssh: the first is there, the secret store stays masked.
+    read = ("{workspace}/**", f"{home}/notes.txt", f"{home}/.ssh/known_hosts")
+    agent = make_agent(lab.ws, bash_manifest(shell, read=read, watchdog_disable=["secrets"]), engine_kwargs={"watchdog": "default"})
     assert TOKEN in assert_ran(await agent.call("bash", {"command": f"cat {home}/notes.txt"}))["output"]
+    for path in (".ssh/known_hosts", ".ssh/id_rsa", ".netrc"):
+        assert TOKEN not in assert_ran(await agent.call("bash", {"command": f"cat {home}/{path}"}))["output"], path
 
 
 async def test_system_secret_locations_are_masked(make_agent: Callable[..., Any], lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:

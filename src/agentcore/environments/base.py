@@ -39,6 +39,9 @@ class SandboxPolicy:
     None: the one shipped in `agentcore/net/relay.py`."""
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """The COMPLETE environment of the command; nothing is inherited."""
+    hidden_trees: tuple[Path, ...] = ()
+    """User areas (home directories, /srv, /mnt, …) replaced by an empty read-only tree, except the
+    parts that are write roots or read roots (re-bound at their own paths)."""
     read_roots: tuple[Path, ...] = ()
     """Directories the command must be able to read although the sandbox would hide them
     (a workspace under the private /tmp): re-bound read-only. Elsewhere the read-only root shows them already."""

@@ -167,11 +167,20 @@ class _Plan:
 class _View:
     """What the sandbox will see of the host tree, for deciding which mounts are needed."""
 
-    def __init__(self, write_roots: Sequence[Path], denied: Sequence[Path], read_roots: Sequence[Path] | None = None) -> None:
+    def __init__(
+        self,
+        write_roots: Sequence[Path],
+        denied: Sequence[Path],
+        read_roots: Sequence[Path] | None = None,
+        hidden_trees: Sequence[Path] = (),
+    ) -> None:
         self.write_roots = write_roots
         self.read_roots = read_roots or []
         self.denied = denied
         self.private_tmp = not any(_inside(TMP, r) for r in write_roots)
+        # Trees replaced by an empty one (the private /tmp, the user areas) unless a write root holds them.
+        self.empty_trees = [TMP] if self.private_tmp else []
+        self.empty_trees += [t for t in hidden_trees if not any(_inside(t, r) for r in write_roots)]
 
     def writable(self, p: Path | str) -> bool:
         return any(_inside(p, r) for r in self.write_roots)
@@ -181,7 +190,11 @@ class _View:
             return True
         if any(_inside(p, r) for r in _REPLACED):
             return True
-        return self.private_tmp and _inside(p, TMP) and not self.writable(p) and not any(_inside(p, r) for r in self.read_roots)
+        return (
+            any(_inside(p, t) for t in self.empty_trees)
+            and not self.writable(p)
+            and not any(_inside(p, r) for r in self.read_roots)
+        )
 
 
 def _dir_shaped(p: Path) -> bool:
@@ -288,6 +301,7 @@ class _Static:
     protected: tuple[Path, ...]
     network: str
     relay_script: Path | None
+    hidden_trees: tuple[Path, ...]
 
 
 _STATIC_MAX = 64
@@ -298,7 +312,7 @@ def _static(policy: SandboxPolicy) -> _Static:
     # Every policy field the plan reads, and nothing else (the env does not shape mounts).
     key = (
         policy.cwd, policy.write_roots, policy.read_denied, policy.read_roots, policy.protected,
-        policy.network, policy.relay_script, policy.proxy_port,
+        policy.network, policy.relay_script, policy.proxy_port, policy.hidden_trees,
     )
     got = _static_cache.get(key)
     if got is None:
@@ -325,6 +339,7 @@ def _make_static(policy: SandboxPolicy) -> _Static:
         protected=tuple(_absolute(p, "a protected path") for p in policy.protected),
         network=policy.network,
         relay_script=relay_script,
+        hidden_trees=tuple(_absolute(t, "a hidden tree") for t in policy.hidden_trees),
     )
 
 
@@ -339,6 +354,7 @@ class _Facts:
     read_roots: tuple[Path, ...]  # real read roots the sandbox would otherwise hide
     protected: tuple[tuple[Path, bool, bool], ...]  # per protected path: (mount target, exists, dir-shaped)
     relay: Path | None  # the real relay script for network "proxy"
+    hidden_trees: tuple[Path, ...]  # real user areas replaced by an empty read-only tree (outermost, existing)
 
 
 def _observe(st: _Static) -> _Facts:
@@ -354,36 +370,47 @@ def _observe(st: _Static) -> _Facts:
             roots.append(real)
     roots.sort(key=_depth_key)
 
+    hidden_trees: list[Path] = []
+    for t in st.hidden_trees:
+        real = Path(os.path.realpath(t))
+        if real.is_dir() and real != Path("/") and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
+            hidden_trees.append(real)
+    hidden_trees = _outermost(sorted(set(hidden_trees), key=_depth_key))
+
     denied: list[Path] = []
     for d in st.read_denied:
         if os.path.lexists(d):
             denied.append(Path(os.path.realpath(d)))
     lock_dir = _lock_dir()
-    if not _View(roots, []).hidden(lock_dir):
+    if not _View(roots, [], hidden_trees=hidden_trees).hidden(lock_dir):
         denied.append(lock_dir)  # the placeholder locks are ours alone
     # A denied path inside another one is already hidden; mounting it would need a
     # mount point inside a read-only tmpfs.
     denied = _outermost(sorted(set(denied), key=_depth_key))
     # Read roots are re-bound only where the sandbox would otherwise hide them,
     # never inside a write root (that would take writability away) or a denial.
-    hiding = _View(roots, denied)
+    hiding = _View(roots, denied, hidden_trees=hidden_trees)
+    wanted = list(st.read_roots)
+    if st.network == "proxy":
+        # The relay runs on this interpreter: its installation must stay visible (not only the binary).
+        wanted.append(Path(os.path.realpath(sys.base_prefix)))
     read_roots: list[Path] = []
-    for r in st.read_roots:
-        if not r.is_dir():
-            continue
+    for r in wanted:
+        if not r.exists():
+            continue  # files too: fs.read may grant a single file inside a hidden tree
         real = Path(os.path.realpath(r))
         if hiding.writable(real) or any(_inside(real, d) for d in denied) or not hiding.hidden(real):
             continue
         if real not in read_roots:
             read_roots.append(real)
     read_roots = _outermost(read_roots)
-    view = _View(roots, denied, read_roots)
+    view = _View(roots, denied, read_roots, hidden_trees)
 
     real_cwd = Path(os.path.realpath(st.cwd))
     if not real_cwd.is_dir():
         raise EnvironmentUnavailable("the working directory does not exist")
     if view.hidden(real_cwd):
-        raise EnvironmentUnavailable("the working directory is hidden inside the sandbox (read-denied or private /tmp)")
+        raise EnvironmentUnavailable("the working directory is hidden inside the sandbox (read-denied, private /tmp or a hidden user area)")
 
     seen: dict[str, os.stat_result | None] = {}
     protected = tuple(_resolve_protected(p, view, seen) for p in st.protected)
@@ -407,6 +434,7 @@ def _observe(st: _Static) -> _Facts:
         read_roots=tuple(read_roots),
         protected=protected,
         relay=relay,
+        hidden_trees=tuple(hidden_trees),
     )
 
 
@@ -415,9 +443,14 @@ def _plan_from(facts: _Facts) -> _Plan:
     """The mount arguments for what `facts` describe (pure; see the module docstring for the order)."""
     roots = list(facts.roots)
     root_set = set(roots)
-    view = _View(roots, facts.denied, facts.read_roots)
+    view = _View(roots, facts.denied, facts.read_roots, facts.hidden_trees)
     args: list[str] = []
     placeholders: list[Path] = []
+
+    # -- user areas: empty trees, made read-only once everything inside them is bound ----
+    emptied = [t for t in facts.hidden_trees if t in view.empty_trees]
+    for t in emptied:
+        args += ["--perms", "0755", "--tmpfs", str(t)]
 
     # -- protected paths and the pins they need ------------------------------
     protect: dict[Path, tuple[bool, bool]] = {}
@@ -451,6 +484,9 @@ def _plan_from(facts: _Facts) -> _Plan:
     if facts.relay is not None:
         # Bound at its own path: under a private /tmp bwrap creates it in the tmpfs.
         args += ["--ro-bind", str(facts.relay), str(facts.relay)]
+
+    for t in emptied:
+        args += ["--remount-ro", str(t)]
 
     # -- read denials -----------------------------------------------------------
     for d, is_dir in zip(facts.denied, facts.denied_dirs):

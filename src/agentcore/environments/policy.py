@@ -30,6 +30,9 @@ SYSTEM_SECRET_PATHS = (
     "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_dsa_key",
     "/run/secrets", "/var/run/secrets",  # container and Kubernetes secret mounts (service account tokens)
 )
+# Where people keep their own files: hidden from the sandbox except what fs.read or fs.write grants,
+# so a manifest that reads only its workspace cannot `cat` the rest of a home directory.
+USER_AREAS = ("/home", "/root", "/srv", "/mnt", "/media")
 ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -66,12 +69,21 @@ def _write_denied(manifest: "CompiledManifest") -> list[Path]:
 
 
 def _read_roots(manifest: "CompiledManifest") -> list[Path]:
-    """The workspace roots and the bases of fs.read patterns (the sandbox may need to re-show them)."""
+    """The workspace roots and the bases of fs.read patterns (the sandbox may need to re-show them).
+
+    A pattern's base is its deepest literal directory, or the file itself for
+    a literal pattern (`~/.gitconfig`).
+    """
     out: list[Path] = list(manifest.workspace_roots)
     for pat in manifest.effective.fs_read:
-        if pat.base.is_dir():
+        if pat.base.exists():
             out.append(pat.base)
     return out
+
+
+def _hidden_trees() -> list[Path]:
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    return [Path(p) for p in (*USER_AREAS, home) if p and os.path.isabs(p)]
 
 
 def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
@@ -101,5 +113,6 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         protected=tuple(p for p in protected if any(p == r or r in p.parents for r in write_roots)),
         network="proxy" if manifest.effective.net_hosts else "none",
         read_roots=tuple(_read_roots(manifest)),
+        hidden_trees=tuple(_hidden_trees()),
         env=env,
     )
