@@ -681,3 +681,30 @@ async def test_any_layout_starts_and_leaves_the_host_tree_unchanged(
         assert snapshot(ws) == before
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_hidden_trees_are_empty_except_the_roots_inside_them(bwrap: BwrapEnvironment, tree: Path) -> None:
+    area = tree / "home"
+    (area / "alice" / "proj").mkdir(parents=True)
+    (area / "alice" / "docs").mkdir()
+    (area / "alice" / "docs" / "plan.txt").write_text("readable\n")
+    (area / "alice" / "diary.txt").write_text("private\n")
+    (area / "alice" / ".gitconfig").write_text("granted file\n")
+    (area / "bob").mkdir()
+    (area / "bob" / "x.txt").write_text("private\n")
+    ws = area / "alice" / "proj"
+    pol = policy(ws, hidden_trees=(area,), read_roots=(ws, area / "alice" / "docs", area / "alice" / ".gitconfig"))
+    script = (
+        f"cat {area}/alice/docs/plan.txt {area}/alice/.gitconfig; "
+        f"cat {area}/alice/diary.txt {area}/bob/x.txt 2>&1 | grep -c 'No such file'; "
+        f"echo made > made.txt && cat made.txt; "
+        f"touch {area}/alice/docs/new 2>&1 | grep -c 'Read-only'; touch {area}/new 2>&1 | grep -c 'Read-only'; "
+        f"ls {area}"
+    )
+    code, out = await sh(bwrap, script, pol)
+    assert out.splitlines() == ["readable", "granted file", "2", "made", "1", "1", "alice"], out
+    assert (ws / "made.txt").read_text() == "made\n"
+    assert not (area / "alice" / "docs" / "new").exists() and not (area / "new").exists()
+    # Control: without the hidden tree the private files are there.
+    code, out = await sh(bwrap, f"cat {area}/bob/x.txt", policy(ws))
+    assert out == "private\n"
