@@ -708,3 +708,14 @@ async def test_hidden_trees_are_empty_except_the_roots_inside_them(bwrap: BwrapE
     # Control: without the hidden tree the private files are there.
     code, out = await sh(bwrap, f"cat {area}/bob/x.txt", policy(ws))
     assert out == "private\n"
+
+
+
+async def test_a_read_root_holding_a_whole_hidden_tree_shows_it(bwrap: BwrapEnvironment, tree: Path) -> None:
+    area = tree / "home"
+    (area / "bob").mkdir(parents=True)
+    (area / "bob" / "x.txt").write_text("shared\n")
+    ws = tree / "ws"
+    for granted in (area, tree, Path("/")):  # the area itself, a parent of it, everything
+        code, out = await sh(bwrap, f"cat {area}/bob/x.txt", policy(ws, hidden_trees=(area,), read_roots=(ws, granted)))
+        assert out == "shared\n", (granted, out)

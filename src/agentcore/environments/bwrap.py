@@ -375,6 +375,9 @@ def _observe(st: _Static) -> _Facts:
         real = Path(os.path.realpath(t))
         if real.is_dir() and real != Path("/") and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
             hidden_trees.append(real)
+    # A read root that holds a whole user area (fs.read on `/**` or `/home/**`) grants all of it.
+    granted = [Path(os.path.realpath(r)) for r in st.read_roots if os.path.lexists(r)]
+    hidden_trees = [t for t in hidden_trees if not any(_inside(t, g) for g in granted)]
     hidden_trees = _outermost(sorted(set(hidden_trees), key=_depth_key))
 
     denied: list[Path] = []
