@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,23 +33,6 @@ from agentcore.pipeline.watchdog import Verdict, WatchdogCall
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
 CAP, WDOG = "capability", "watchdog"
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    require_bwrap()
-    with lab_tree() as tree:
-        yield tree
-
-
-@pytest.fixture
-def agent_for(make_agent: Callable[..., Any], lab: Lab) -> Callable[..., Any]:
-    """`agent_for(shell, **bash_manifest_kwargs)`: an engine with the DEFAULT watchdog over the lab workspace."""
-
-    def make(shell: Sequence[dict[str, Any]], **kw: Any) -> Any:
-        return make_agent(lab.ws, bash_manifest(shell, **kw), engine_kwargs={"watchdog": "default"})
-
-    return make
 
 
 async def refused_without_effect(agent: Any, lab: Lab, command: str, layer: str, code: str, sentinels: Sequence[str] = ("S",)) -> None:

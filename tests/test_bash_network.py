@@ -14,12 +14,12 @@ import pytest
 
 try:
     from test_bash_support import (
-        Lab, arity, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
+        Lab, arity, assert_ran, assert_refused, bash_manifest,
     )
     from test_net_servers import RecordingServer, Reply, Seen, Sentinel
 except ImportError:  # pragma: no cover - imported as a package from the repository root
     from tests.test_bash_support import (
-        Lab, arity, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
+        Lab, arity, assert_ran, assert_refused, bash_manifest,
     )
     from tests.test_net_servers import RecordingServer, Reply, Seen, Sentinel
 
@@ -27,13 +27,6 @@ pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
 BODY = "hello-from-the-allowed-server"
 CURL = [arity("curl", n) for n in range(1, 10)] + [arity("wget", n) for n in range(1, 4)] + [arity("cat", 1), arity("printenv", 1)]
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    require_bwrap()
-    with lab_tree() as tree:
-        yield tree
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,13 @@ import pytest
 
 try:
     from test_bash_support import (
-        ALLOW_ALL, Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree,
-        live_pids_with, require_bwrap, wait_for,
+        ALLOW_ALL, Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
+        live_pids_with, wait_for,
     )
 except ImportError:  # pragma: no cover
     from tests.test_bash_support import (
-        ALLOW_ALL, Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree,
-        live_pids_with, require_bwrap, wait_for,
+        ALLOW_ALL, Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
+        live_pids_with, wait_for,
     )
 
 from agentcore.envelope import Envelope
@@ -38,21 +38,6 @@ from agentcore.pipeline.engine import Engine
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
 AGENTCORE = Path(sys.executable).parent / "agentcore"
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    require_bwrap()
-    with lab_tree() as tree:
-        yield tree
-
-
-@pytest.fixture
-def agent_for(make_agent: Callable[..., Any], lab: Lab) -> Callable[..., Any]:
-    def make(shell: Sequence[dict[str, Any]], **kw: Any) -> Any:
-        return make_agent(lab.ws, bash_manifest(shell, **kw), engine_kwargs={"watchdog": "default"})
-
-    return make
 
 
 def unique_seconds() -> str:

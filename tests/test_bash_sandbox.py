@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,34 +19,19 @@ import pytest
 try:
     from test_bash_support import (
         ALLOW_ALL,
-        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
+        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
     )
     from test_net_servers import RecordingServer, Reply, Sentinel
 except ImportError:  # pragma: no cover - imported as a package from the repository root
     from tests.test_bash_support import (
         ALLOW_ALL,
-        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
+        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
     )
     from tests.test_net_servers import RecordingServer, Reply, Sentinel
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
 TOKEN = "s3cr3t-7f1c2e9a-do-not-leak"
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    require_bwrap()
-    with lab_tree() as tree:
-        yield tree
-
-
-@pytest.fixture
-def agent_for(make_agent: Callable[..., Any], lab: Lab) -> Callable[..., Any]:
-    def make(shell: Sequence[dict[str, Any]], **kw: Any) -> Any:
-        return make_agent(lab.ws, bash_manifest(shell, **kw), engine_kwargs={"watchdog": "default"})
-
-    return make
 
 
 FILE_SHELL = [
