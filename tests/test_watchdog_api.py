@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Coroutine
@@ -27,23 +26,15 @@ from agentcore.pipeline.default_watchdog import (
     unknown_categories,
 )
 from agentcore.pipeline.watchdog import AllowAllWatchdog, Verdict, WatchdogCall
+from agentcore.shell.parse import Redirect as Redir
+from agentcore.shell.parse import SimpleCommand
 
 MARK = "SEKRET"
 
 
-@dataclass(frozen=True)
-class Redir:
-    op: str
-    fd: int | None
-    target: str | None
-    mode: str
-
-
-@dataclass(frozen=True)
-class Cmd:
-    argv: tuple[str, ...]
-    redirects: tuple[Redir, ...] = ()
-    text: str = ""
+def Cmd(argv: tuple[str, ...], redirects: tuple[Redir, ...] = (), text: str = "") -> SimpleCommand:  # noqa: N802
+    """A parsed simple command, as the capability check hands it to the watchdog (the parser's own type)."""
+    return SimpleCommand(tuple(argv), tuple(redirects), text)
 
 
 def manifest(ws: Path | None, enabled: bool = True, disable: list[str] | None = None) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,25 +19,17 @@ import pytest
 
 from agentcore.pipeline.default_watchdog import DefaultWatchdog
 from agentcore.pipeline.watchdog import Verdict, WatchdogCall
+from agentcore.shell.parse import Redirect as Redir
+from agentcore.shell.parse import SimpleCommand
 
 # Every refused input below carries this marker inside a value (URL, file name,
 # token); no reason may ever contain it.
 MARK = "SEKRET"
 
 
-@dataclass(frozen=True)
-class Redir:
-    op: str
-    fd: int | None
-    target: str | None
-    mode: str
-
-
-@dataclass(frozen=True)
-class Cmd:
-    argv: tuple[str, ...]
-    redirects: tuple[Redir, ...] = ()
-    text: str = ""
+def Cmd(argv: tuple[str, ...], redirects: tuple[Redir, ...] = (), text: str = "") -> SimpleCommand:  # noqa: N802
+    """A parsed simple command, as the capability check hands it to the watchdog (the parser's own type)."""
+    return SimpleCommand(tuple(argv), tuple(redirects), text)
 
 
 @pytest.fixture
