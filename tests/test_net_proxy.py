@@ -1,4 +1,4 @@
-"""FilteringProxy over a real unix socket, the stdlib relay, and a real
+"""FilteringProxy fed real TCP connections over its channel, the stdlib relay, and a real
 bwrap network namespace, all against loopback servers."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,15 +39,6 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # unix socket paths are limited to ~108 bytes; pytest's tmp_path can be longer
-    path = Path(tempfile.mkdtemp(prefix="acnet-", dir="/tmp"))
-    os.chmod(path, 0o700)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
 def servers() -> Iterator[list[Any]]:
     made: list[Any] = []
     yield made
@@ -72,19 +62,48 @@ def guard(servers: list[Any]) -> Sentinel:
     return s
 
 
+class Relay:
+    """The relay's side of the channel, driven by the test: each connect() hands the proxy one fresh TCP connection."""
+
+    def __init__(self, sender: socket.socket) -> None:
+        self.sender = sender
+        self.listener = socket.create_server(("127.0.0.1", 0))
+
+    async def connect(self) -> anyio.abc.SocketStream:
+        client = await anyio.connect_tcp("127.0.0.1", self.listener.getsockname()[1])
+        accepted, _ = await anyio.to_thread.run_sync(self.listener.accept)
+        with accepted:
+            socket.send_fds(self.sender, [b"c"], [accepted.fileno()])
+        return client
+
+    def close(self) -> None:
+        self.listener.close()
+        self.sender.close()
+
+
 @asynccontextmanager
-async def running_proxy(folder: Path, *patterns: str) -> AsyncIterator[tuple[FilteringProxy, list[dict[str, Any]]]]:
+async def serving(proxy: FilteringProxy) -> AsyncIterator[Relay]:
+    host_end, relay_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    relay = Relay(relay_end)
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(proxy.serve_channel, host_end)
+            yield relay
+            group.cancel_scope.cancel()
+    finally:
+        relay.close()
+
+
+@asynccontextmanager
+async def running_proxy(*patterns: str) -> AsyncIterator[tuple[Relay, list[dict[str, Any]]]]:
     log: list[dict[str, Any]] = []
-    proxy = FilteringProxy(folder / "proxy.sock", tuple(compile_host_pattern(p) for p in patterns), log.append)
-    async with anyio.create_task_group() as group:
-        await group.start(proxy.serve)
-        yield proxy, log
-        group.cancel_scope.cancel()
+    async with serving(FilteringProxy(tuple(compile_host_pattern(p) for p in patterns), log.append)) as relay:
+        yield relay, log
 
 
-async def exchange(sock: Path, request: bytes) -> bytes:
+async def exchange(relay: Relay, request: bytes) -> bytes:
     """Send *request* to the proxy and read until it closes the connection."""
-    async with await anyio.connect_unix(sock) as stream:
+    async with await relay.connect() as stream:
         await stream.send(request)
         data = b""
         try:
@@ -94,9 +113,9 @@ async def exchange(sock: Path, request: bytes) -> bytes:
             return data
 
 
-async def tunnel(sock: Path, authority: str, inner: bytes) -> tuple[bytes, bytes]:
+async def tunnel(relay: Relay, authority: str, inner: bytes) -> tuple[bytes, bytes]:
     """CONNECT, then speak *inner* through the tunnel; returns (reply head, rest)."""
-    async with await anyio.connect_unix(sock) as stream:
+    async with await relay.connect() as stream:
         await stream.send(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode())
         head = b""
         while b"\r\n\r\n" not in head:
@@ -122,10 +141,10 @@ def status_of(response: bytes) -> int:
 # ---------------------------------------------------------------- plain HTTP and CONNECT
 
 
-async def test_plain_http_is_forwarded_with_a_clean_head(short_dir: Path, web: RecordingServer) -> None:
-    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+async def test_plain_http_is_forwarded_with_a_clean_head(web: RecordingServer) -> None:
+    async with running_proxy(f"127.0.0.1:{web.port}") as (relay, log):
         response = await exchange(
-            proxy.socket_path,
+            relay,
             f"GET http://127.1:{web.port}/hello?token=SECRET HTTP/1.1\r\nHost: evil.example\r\n"
             f"Proxy-Authorization: Basic SECRET\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\n"
             f"X-Keep: 2\r\n\r\n".encode(),
@@ -143,10 +162,10 @@ async def test_plain_http_is_forwarded_with_a_clean_head(short_dir: Path, web: R
     assert "SECRET" not in json.dumps(log)
 
 
-async def test_connect_tunnel_to_a_listed_server(short_dir: Path, web: RecordingServer) -> None:
-    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+async def test_connect_tunnel_to_a_listed_server(web: RecordingServer) -> None:
+    async with running_proxy(f"127.0.0.1:{web.port}") as (relay, log):
         head, rest = await tunnel(
-            proxy.socket_path, f"127.0.0.1:{web.port}",
+            relay, f"127.0.0.1:{web.port}",
             b"GET /hello HTTP/1.1\r\nHost: tunnel.example\r\nConnection: close\r\n\r\n",
         )
     assert head.startswith(b"HTTP/1.1 200")
@@ -157,23 +176,22 @@ async def test_connect_tunnel_to_a_listed_server(short_dir: Path, web: Recording
 
 
 async def test_unlisted_targets_are_refused_and_never_contacted(
-    short_dir: Path, web: RecordingServer, guard: Sentinel
+    web: RecordingServer, guard: Sentinel
 ) -> None:
     other = guard.port
-    async with running_proxy(short_dir, f"127.0.0.1:{web.port}", f"localhost:{other}") as (proxy, log):
-        sock = proxy.socket_path
-        head, _ = await tunnel(sock, f"127.0.0.1:{other}", b"")
+    async with running_proxy(f"127.0.0.1:{web.port}", f"localhost:{other}") as (relay, log):
+        head, _ = await tunnel(relay, f"127.0.0.1:{other}", b"")
         assert status_of(head) == 403 and b"X-Agentcore-Refusal: host_not_allowed" in head
         for spelled in (f"2130706433:{other}", f"[::ffff:127.0.0.1]:{other}", f"0x7f.1:{other}"):
-            head, _ = await tunnel(sock, spelled, b"")
+            head, _ = await tunnel(relay, spelled, b"")
             assert status_of(head) == 403, spelled
         # a listed *name* that resolves to loopback is not a licence for loopback
-        head, _ = await tunnel(sock, f"localhost:{other}", b"")
+        head, _ = await tunnel(relay, f"localhost:{other}", b"")
         assert b"X-Agentcore-Refusal: forbidden_address" in head
-        response = await exchange(sock, f"GET http://127.0.0.1:{other}/ HTTP/1.1\r\n\r\n".encode())
+        response = await exchange(relay, f"GET http://127.0.0.1:{other}/ HTTP/1.1\r\n\r\n".encode())
         assert status_of(response) == 403
         # the listed host on an unlisted port
-        head, _ = await tunnel(sock, f"127.0.0.1:{web.port + 1 if web.port + 1 != other else web.port + 2}", b"")
+        head, _ = await tunnel(relay, f"127.0.0.1:{web.port + 1 if web.port + 1 != other else web.port + 2}", b"")
         assert status_of(head) == 403
     assert guard.connection_count() == 0
     assert web.requests == []
@@ -201,62 +219,43 @@ MALFORMED = [
 ]
 
 
-async def test_malformed_requests_are_refused(short_dir: Path, web: RecordingServer) -> None:
-    async with running_proxy(short_dir, f"127.0.0.1:{web.port}") as (proxy, log):
+async def test_malformed_requests_are_refused(web: RecordingServer) -> None:
+    async with running_proxy(f"127.0.0.1:{web.port}") as (relay, log):
         for raw, code in MALFORMED:
             request = raw.replace(b"{port}", str(web.port).encode())
-            response = await exchange(proxy.socket_path, request)
+            response = await exchange(relay, request)
             assert f"X-Agentcore-Refusal: {code}".encode() in response, (raw, response)
             assert status_of(response) == 400
         oversized = b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n"
-        response = await exchange(proxy.socket_path, oversized)
+        response = await exchange(relay, oversized)
         assert status_of(response) == 431
     assert web.requests == []
     assert all(entry["decision"] == "deny" for entry in log) and len(log) == len(MALFORMED) + 1
 
 
-async def test_slow_request_head_times_out(short_dir: Path, web: RecordingServer) -> None:
+async def test_slow_request_head_times_out(web: RecordingServer) -> None:
     log: list[dict[str, Any]] = []
     patterns = (compile_host_pattern(f"127.0.0.1:{web.port}"),)
-    proxy = FilteringProxy(short_dir / "p.sock", patterns, log.append, head_timeout_s=0.3)
-    async with anyio.create_task_group() as group:
-        await group.start(proxy.serve)
+    proxy = FilteringProxy(patterns, log.append, head_timeout_s=0.3)
+    async with serving(proxy) as relay:
         # the head never ends: no blank line
-        response = await exchange(proxy.socket_path, f"GET http://127.0.0.1:{web.port}/ HTTP/1.1\r\n".encode())
-        group.cancel_scope.cancel()
+        response = await exchange(relay, f"GET http://127.0.0.1:{web.port}/ HTTP/1.1\r\n".encode())
     assert status_of(response) == 408 and web.requests == []
     assert log[0]["code"] == "head_timeout"
 
 
-async def test_failing_log_means_no_forwarding(short_dir: Path, web: RecordingServer) -> None:
+async def test_failing_log_means_no_forwarding(web: RecordingServer) -> None:
     def broken_log(entry: dict[str, Any]) -> None:
         raise RuntimeError("audit sink is down")
 
-    proxy = FilteringProxy(short_dir / "p.sock", (compile_host_pattern(f"127.0.0.1:{web.port}"),), broken_log)
-    async with anyio.create_task_group() as group:
-        await group.start(proxy.serve)
-        sock = proxy.socket_path
-        allowed = await exchange(sock, f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
-        denied = await exchange(sock, f"GET http://127.0.0.1:{web.port + 1}/ HTTP/1.1\r\n\r\n".encode())
-        again = await exchange(sock, f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
-        group.cancel_scope.cancel()
+    proxy = FilteringProxy((compile_host_pattern(f"127.0.0.1:{web.port}"),), broken_log)
+    async with serving(proxy) as relay:
+        allowed = await exchange(relay, f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
+        denied = await exchange(relay, f"GET http://127.0.0.1:{web.port + 1}/ HTTP/1.1\r\n\r\n".encode())
+        again = await exchange(relay, f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\n\r\n".encode())
     # the proxy survives a failing sink but forwards nothing it could not log
     assert [status_of(r) for r in (allowed, denied, again)] == [502, 502, 502]
     assert web.requests == []
-
-
-async def test_socket_lifecycle(short_dir: Path) -> None:
-    path = short_dir / "proxy.sock"
-    stale = socket.socket(socket.AF_UNIX)
-    stale.bind(str(path))
-    stale.close()  # leaves a stale socket file behind
-    async with running_proxy(short_dir) as (proxy, _):
-        assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
-    assert not path.exists()
-    path.write_text("not a socket")
-    with pytest.raises(FileExistsError):
-        await FilteringProxy(path, (), lambda entry: None).serve()
-    assert path.read_text() == "not a socket"
 
 
 # ---------------------------------------------------------------- the relay
@@ -288,7 +287,7 @@ async def running_relay(proxy: FilteringProxy) -> AsyncIterator[int]:
 
 async def test_relay_hands_connections_to_the_proxy(web: RecordingServer, guard: Sentinel) -> None:
     log: list[dict[str, Any]] = []
-    proxy = FilteringProxy(None, (compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
+    proxy = FilteringProxy((compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
     async with running_relay(proxy) as port:
         async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}", trust_env=False) as client:
             ok = await client.get(f"http://127.0.0.1:{web.port}/hello")
@@ -316,7 +315,7 @@ async def test_relay_hands_connections_to_the_proxy(web: RecordingServer, guard:
 async def test_the_channel_takes_only_tcp_connections(web: RecordingServer, tmp_path: Path) -> None:
     """Whatever else arrives over the channel (a file, a pipe, a unix socket) is closed unread and unwritten."""
     log: list[dict[str, Any]] = []
-    proxy = FilteringProxy(None, (compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
+    proxy = FilteringProxy((compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
     host_end, sender = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"GET http://127.0.0.1/ HTTP/1.1\r\n\r\n")
@@ -409,14 +408,14 @@ def _bwrap() -> str | None:
 
 @pytest.mark.bwrap
 async def test_sandboxed_process_reaches_only_listed_hosts(
-    short_dir: Path, web: RecordingServer, guard: Sentinel
+    web: RecordingServer, guard: Sentinel
 ) -> None:
     bwrap = _bwrap()
     if bwrap is None or subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "true"],
                                        capture_output=True, timeout=30).returncode != 0:
         pytest.skip("bwrap cannot create a network namespace here")
     log: list[dict[str, Any]] = []
-    proxy = FilteringProxy(None, (compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
+    proxy = FilteringProxy((compile_host_pattern(f"127.0.0.1:{web.port}"),), log.append)
     host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     channel = str(sandbox_end.fileno())
     async with anyio.create_task_group() as group:

@@ -4,9 +4,7 @@ A sandbox with ``net.hosts`` runs in its own network namespace; its only way
 out is :class:`FilteringProxy`. Inside, ``relay.py`` listens on
 127.0.0.1:PORT and passes every accepted connection to the proxy over an
 inherited unix socket pair (``serve_channel``); the command gets
-``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` pointing at the relay. The proxy
-can also listen on a unix socket path (``serve``), for hosts that have no
-descriptor to hand over.
+``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` pointing at the relay.
 
 Two request shapes are served, each on its own client connection:
 
@@ -28,7 +26,6 @@ import re
 import socket
 import stat
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -92,7 +89,6 @@ MAX_CONNECTIONS = 256  # concurrent client connections per proxy; more are close
 class FilteringProxy:
     def __init__(
         self,
-        socket_path: Path | None,
         host_patterns: tuple[HostPattern, ...],
         log: Callable[[dict[str, Any]], None],
         *,
@@ -100,58 +96,14 @@ class FilteringProxy:
         connect_timeout_s: float = 15.0,
         max_head_bytes: int = 64 * 1024,
     ) -> None:
-        self.socket_path = Path(socket_path) if socket_path is not None else None
         self.host_patterns = tuple(host_patterns)
         self._log = log
         self._head_timeout_s = head_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._max_head_bytes = max_head_bytes
-        self._active = 0
-        self._idle = anyio.Event()
-        self._idle.set()
-
-    async def wait_idle(self) -> None:
-        """Return once no client connection is being handled.
-
-        Shutting the proxy down by cancellation while a connection's socket is
-        becoming readable races inside anyio's unix streams (an unguarded
-        future callback); letting the handlers finish on the EOF the dead
-        sandbox produces first avoids that.
-        """
-        await self._idle.wait()
+        self._active = 0  # client connections being handled (bounded by MAX_CONNECTIONS)
 
     # ------------------------------------------------------------------ serve
-
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen on the unix socket until cancelled; removes it on exit.
-
-        Put the socket in a directory only the sandbox owner can enter: the
-        socket is chmod 0600 right after bind, which leaves a short window.
-        """
-        path = self.socket_path
-        if path is None:
-            raise ValueError("this proxy has no socket path; use serve_channel")
-        try:
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                path.unlink()  # a stale socket from an earlier run
-            else:
-                raise FileExistsError("refusing to replace a non-socket at the proxy socket path")
-        except FileNotFoundError:
-            pass
-        listener = await anyio.create_unix_listener(path)
-        own = os.lstat(path)
-        try:
-            os.chmod(path, 0o600)
-            async with listener:
-                task_status.started()
-                await listener.serve(self._handle)
-        finally:
-            try:
-                now = os.lstat(path)
-                if (now.st_ino, now.st_dev) == (own.st_ino, own.st_dev):
-                    path.unlink()
-            except OSError:
-                pass
 
     async def serve_channel(
         self, channel: socket.socket, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -182,20 +134,10 @@ class FilteringProxy:
                         sock.close()
                         continue
                     client = await anyio.abc.SocketStream.from_socket(sock)
-                    self._opened()  # counted now, so wait_idle cannot miss a connection still starting
-                    group.start_soon(self._handle_counted, client)
+                    self._active += 1  # counted before the task starts: the bound holds for a burst
+                    group.start_soon(self._handle, client)
 
     # ---------------------------------------------------------------- handling
-
-    def _opened(self) -> None:
-        self._active += 1
-        if self._active == 1:
-            self._idle = anyio.Event()
-
-    def _closed(self) -> None:
-        self._active -= 1
-        if self._active == 0:
-            self._idle.set()
 
     def _decide(self, decision: str, method: str | None, code: str, host: str | None, port: int | None,
                 pattern: HostPattern | None = None) -> None:
@@ -212,10 +154,6 @@ class FilteringProxy:
         self._log(entry)
 
     async def _handle(self, client: SocketStream) -> None:
-        self._opened()
-        await self._handle_counted(client)
-
-    async def _handle_counted(self, client: SocketStream) -> None:
         try:
             async with client:
                 try:
@@ -225,7 +163,7 @@ class FilteringProxy:
                     # forward after an unexpected error (a failing log included).
                     await _send_refusal(client, "internal_error")
         finally:
-            self._closed()
+            self._active -= 1
 
     async def _handle_one(self, client: SocketStream) -> None:
         method: str | None = None

@@ -107,7 +107,7 @@ class BashTool(Tool):
         # the relay alone); every connection the relay accepts arrives here as a descriptor.
         host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         decisions: list[dict[str, Any]] = []
-        proxy = FilteringProxy(None, tuple(runtime.manifest.effective.net_hosts), decisions.append)
+        proxy = FilteringProxy(tuple(runtime.manifest.effective.net_hosts), decisions.append)
         proxy_done = anyio.Event()
 
         async def serve(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
