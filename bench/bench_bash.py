@@ -38,8 +38,8 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, envelope_summary, figure, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
 
-from agentcore.manifest import load_manifest  # noqa: E402
-from agentcore.pipeline.engine import Engine  # noqa: E402
+from agentcore.api import load_manifest  # noqa: E402
+from agentcore.api import Engine  # noqa: E402
 from agentcore.environments import seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
 
@@ -187,7 +187,7 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
             mpath = tmp / f"{variant}.json"
             mpath.write_text(json.dumps(manifest_doc(writable=writable)))
             engine = Engine(load_manifest(mpath, workspace=ws))
-            argv = engine.registry.get("bash").command_argv(ARGS)  # type: ignore[attr-defined]
+            argv = engine.catalog.get("bash").command_argv(ARGS)
             try:
                 env, policy = engine.environment()
                 env.verify(policy)
@@ -204,7 +204,7 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
             details["blocked"] = got["blocked"]
             return result(NAME, quick=quick, figures=[], details=details, status="blocked")
         for variant, engine in engines.items():
-            argv = engine.registry.get("bash").command_argv(ARGS)  # type: ignore[attr-defined]
+            argv = engine.catalog.get("bash").command_argv(ARGS)
             details[f"per_call_stages_{variant}"] = stage_costs(engine, argv, 5 if quick else 30)
         if profile:
             engine = engines["rw"]

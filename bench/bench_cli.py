@@ -26,7 +26,7 @@ NAME = "cli"
 # watchdog and every locked tool module (the registry instantiates all thirteen).
 IMPORTS = (
     "import agentcore.cli.main, agentcore.manifest, agentcore.pipeline.engine, agentcore.tools.registry, "
-    "agentcore.pipeline.default_watchdog; from agentcore.tools import bash, edit, glob, grep, question, read, "
+    "agentcore.watchdog.default; from agentcore.tools import bash, edit, glob, grep, question, read, "
     "skill, task, todo, tool_search, web_fetch, web_search, write"
 )
 

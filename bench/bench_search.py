@@ -34,8 +34,8 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, interleaved, median, parse_args, profile_to_stderr, result  # noqa: E402
 
-from agentcore.manifest import load_manifest  # noqa: E402
-from agentcore.pipeline.engine import Engine  # noqa: E402
+from agentcore.api import load_manifest  # noqa: E402
+from agentcore.api import Engine  # noqa: E402
 from agentcore.runtime import ProcessSurface  # noqa: E402
 
 NAME = "search"

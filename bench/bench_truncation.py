@@ -67,8 +67,8 @@ def child(size: int, rounds: int) -> dict[str, Any]:
     """Runs in the child process; returns the raw measurements."""
     import anyio
 
-    from agentcore.manifest import load_manifest
-    from agentcore.pipeline.engine import Engine
+    from agentcore.api import load_manifest
+    from agentcore.api import Engine
 
     out: dict[str, Any] = {"size": size, "rounds": rounds, "pipeline_s": [], "pipeline_cpu_s": [], "anchor_s": [], "cat_anchor_s": [], "checks": []}
     with tempfile.TemporaryDirectory() as tmp_s:

@@ -32,9 +32,9 @@ if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     settings.load_profile("ci")
 
 from agentcore.envelope import Envelope
-from agentcore.manifest import load_manifest
-from agentcore.pipeline.engine import Engine
-from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.api import load_manifest
+from agentcore.api import Engine
+from agentcore.watchdog import AllowAllWatchdog
 from agentcore.session import Session
 
 ALLOW_ALL: tuple[dict[str, str], ...] = ({"permission": "*", "pattern": "*", "action": "allow"},)
@@ -138,11 +138,9 @@ def _watchdog(spec: Any, manifest: Any) -> Any:
     if spec == "allow":
         return AllowAllWatchdog()
     if spec == "default":
-        try:
-            from agentcore.pipeline.default_watchdog import default_watchdog_for
-        except ImportError:
-            pytest.skip("agentcore.pipeline.default_watchdog is not available yet")
-        return default_watchdog_for(manifest)
+        from agentcore.api import default_watchdog
+
+        return default_watchdog(manifest)
     return spec
 
 
@@ -166,10 +164,10 @@ def engine(write_manifest: Callable[..., Path]) -> Callable[..., Engine]:
         if manifest is None:
             manifest = build_manifest_data()
         path = manifest if isinstance(manifest, Path) else write_manifest(manifest, directory=manifest_dir, fmt=fmt)
-        compiled = load_manifest(path, workspace=workspace, registry=registry, **load_kwargs)
+        compiled = load_manifest(path, workspace=workspace, catalog=registry, **load_kwargs)
         return Engine(
             compiled,
-            registry=registry,
+            catalog=registry,
             broker=broker,
             watchdog=_watchdog(watchdog, compiled),
             project_rules=project_rules,

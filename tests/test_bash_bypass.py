@@ -27,8 +27,8 @@ except ImportError:  # pragma: no cover - imported as a package from the reposit
         Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest, lab_tree, require_bwrap,
     )
 
-from agentcore.pipeline.default_watchdog import default_watchdog_for
-from agentcore.pipeline.watchdog import Verdict, WatchdogCall
+from agentcore.watchdog.default import default_watchdog_for
+from agentcore.watchdog import Verdict, WatchdogCall
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

@@ -29,11 +29,11 @@ except ImportError:  # pragma: no cover
     )
 
 from agentcore.envelope import Envelope
-from agentcore.manifest import load_manifest
-from agentcore.manifest.compiled import load_project_rules
-from agentcore.pipeline.broker import ScriptedBroker
-from agentcore.pipeline.default_watchdog import default_watchdog_for
-from agentcore.pipeline.engine import Engine
+from agentcore.api import load_manifest
+from agentcore.api import load_project_rules
+from agentcore.asking import ScriptedBroker
+from agentcore.watchdog.default import default_watchdog_for
+from agentcore.api import Engine
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
@@ -218,7 +218,7 @@ async def test_project_and_session_rules_cannot_override_a_manifest_deny(
     m = load_manifest(write_manifest(bash_manifest([arity("touch", 1)], rules=rules)), workspace=lab.ws)
     # The project file sits in the workspace, i.e. the repository tries to widen the manifest.
     project_file = write_manifest({"rules": [{"permission": "bash", "pattern": "touch S", "action": "allow"}]}, directory=lab.ws, name="rules")
-    project = load_project_rules(project_file, m.bindings)
+    project = load_project_rules(project_file, m)
     eng = Engine(m, watchdog=default_watchdog_for(m), project_rules=project)
     ses = open_session(eng)
     ses.add_session_rule("bash", "touch S", "allow")

@@ -14,7 +14,7 @@ from agentcore.patterns.globtext import glob_escape
 from wcmatch import glob as wcglob
 
 from agentcore.errors import CompileError, ManifestError
-from agentcore.manifest import load_manifest
+from agentcore.api import load_manifest
 from agentcore.variables import Bindings, expand
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -244,7 +244,7 @@ def test_expand_unit() -> None:
 def test_unknown_watchdog_category_is_a_compile_error(tmp_path):
     """A typo in watchdog.disable must not silently keep (or drop) a category (WDOG)."""
     from agentcore.errors import CompileError
-    from agentcore.manifest import load_manifest
+    from agentcore.api import load_manifest
 
     (tmp_path / "m.yaml").write_text("name: x\nwatchdog: {disable: [destructiv]}\n")
     with pytest.raises(CompileError) as exc:

@@ -35,14 +35,14 @@ class ReadImpostor(PeekTool):
 DRIVER = '''
 import json, sys, anyio
 from pathlib import Path
-from agentcore.manifest import load_manifest
-from agentcore.pipeline.engine import Engine
-from agentcore.tools.registry import build_registry
+from agentcore.api import load_manifest
+from agentcore.api import Engine
+from agentcore.api import build_catalog as build_registry
 
 ws = Path(sys.argv[1])
 reg = build_registry()
-m = load_manifest(ws.parent / "m.yaml", workspace=ws, registry=reg)
-engine = Engine(m, registry=reg)
+m = load_manifest(ws.parent / "m.yaml", workspace=ws, catalog=reg)
+engine = Engine(m, catalog=reg)
 async def main():
     s = engine.open_session(headless=True)
     out = {}
@@ -97,13 +97,13 @@ def test_broken_or_impostor_plugins_are_unavailable_and_named_at_compile(tmp_pat
         import json, tempfile
         from pathlib import Path
         from agentcore.errors import CompileError
-        from agentcore.manifest import load_manifest
-        from agentcore.tools.registry import build_registry
+        from agentcore.api import load_manifest
+        from agentcore.api import build_catalog as build_registry
         from agentcore.tools.read import ReadTool
         reg = build_registry()
         d = Path(tempfile.mkdtemp()); (d / "m.yaml").write_text("name: x\\ntools: [broken]\\n")
         try:
-            load_manifest(d / "m.yaml", workspace=d, registry=reg); err = None
+            load_manifest(d / "m.yaml", workspace=d, catalog=reg); err = None
         except CompileError as exc:
             err = str(exc)
         print(json.dumps({"errors": sorted(reg.plugin_errors), "read_is_locked": type(reg.get("read")) is ReadTool,

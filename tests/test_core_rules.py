@@ -1,6 +1,6 @@
 """The rule engine (PERM): specificity, ties, default, pinned manifest denies; property tests.
 
-The property tests compare `RuleEngine` with a direct reading of the rule
+The property tests compare `RuleEvaluator` with a direct reading of the rule
 text (an oracle written here from the architecture page, matching each path
 with its compiled `PathPattern` and no pre-filtering) and check metamorphic
 properties: rule order never matters, adding an allow never escalates.
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentcore.patterns.path import compile_path_pattern
-from agentcore.rules import ACTION_RANK, Rule, RuleEngine, Subject, compile_rules
+from agentcore.rules import ACTION_RANK, Rule, RuleEvaluator, Subject, compile_rules
 from agentcore.variables import Bindings, expand
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -39,8 +39,8 @@ def rules_of(*specs: tuple[str, str, str, str]) -> list[Rule]:
     return out
 
 
-def engine_of(rules: Sequence[Rule]) -> RuleEngine:
-    return RuleEngine(compile_rules(rules, BINDINGS))
+def engine_of(rules: Sequence[Rule]) -> RuleEvaluator:
+    return RuleEvaluator(compile_rules(rules, BINDINGS))
 
 
 def subj(tool: str, path: str) -> Subject:

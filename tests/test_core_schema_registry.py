@@ -12,7 +12,8 @@ import pytest
 from agentcore.errors import RegistryError
 from agentcore.tools import _schemas
 from agentcore.tools.base import Tool, ToolResult
-from agentcore.tools.registry import LOCKED_IDS, ToolRegistry, build_registry
+from agentcore.api import LOCKED_IDS, build_catalog as build_registry
+from agentcore.tools.registry import ToolRegistry
 from agentcore.tools.todo import TodoTool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentcore.rules import ACTION_RANK, Rule, RuleEngine, Subject, compile_rules
+from agentcore.rules import ACTION_RANK, Rule, RuleEvaluator, Subject, compile_rules
 from agentcore.rules.model import glob_literal_suffix
 from agentcore.variables import Bindings
 
@@ -108,7 +108,7 @@ def test_engine_decides_as_a_plain_evaluation(specs: list[tuple[str, str, str, s
     for perm, pattern, action, scope in specs:
         rules += _compiled(perm, pattern) and [Rule(perm, pattern, action, scope=scope)]  # type: ignore[arg-type]
     compiled = compile_rules(rules, BINDINGS)
-    engine = RuleEngine(compiled)
+    engine = RuleEvaluator(compiled)
     for v in values:
         s = Subject("grep", "fs.read", "path", v)
         got = engine.evaluate(s)
@@ -132,13 +132,13 @@ def test_values_the_matchers_accept_past_the_suffix_are_still_decided_by_them(va
     compiled = compile_rules([Rule("read", "**/*.env", "deny", scope="manifest"), Rule("*", "*", "allow")], BINDINGS)
     fn, *_ = compiled[0].matcher("path")
     s = Subject("read", "fs.read", "path", value)
-    assert RuleEngine(compiled).evaluate(s).action == ("deny" if fn(value) else "allow") == _plain(list(compiled), s)[0]
+    assert RuleEvaluator(compiled).evaluate(s).action == ("deny" if fn(value) else "allow") == _plain(list(compiled), s)[0]
     cmd = compile_rules([Rule("bash", "rm *.txt", "deny"), Rule("*", "*", "allow")], BINDINGS)
     c = Subject("bash", "shell.run", "command", "rm a.txt" + value[len("/ws/a.env"):].replace("/", ""))
-    assert RuleEngine(cmd).evaluate(c).action == _plain(list(cmd), c)[0] == "deny"
+    assert RuleEvaluator(cmd).evaluate(c).action == _plain(list(cmd), c)[0] == "deny"
 
 
 def test_a_run_of_slashes_means_one_slash_for_every_path_pattern() -> None:
-    engine = RuleEngine(compile_rules([Rule("*", "*", "allow"), Rule("read", "{workspace}/secret", "deny"), Rule("read", "**/*.pem", "deny")], BINDINGS))
+    engine = RuleEvaluator(compile_rules([Rule("*", "*", "allow"), Rule("read", "{workspace}/secret", "deny"), Rule("read", "**/*.pem", "deny")], BINDINGS))
     for value in ("/ws//secret", "/ws/secret", "//ws///secret", "/ws//a//k.pem"):
         assert engine.evaluate(Subject("read", "fs.read", "path", value)).action == "deny", value

@@ -81,7 +81,7 @@ def test_cross_references_resolve(reqs) -> None:
 
 
 def test_fixed_headless_texts_match_engine(reqs) -> None:
-    broker = pytest.importorskip("agentcore.pipeline.broker")
+    broker = pytest.importorskip("agentcore.asking")
     assert f"`{broker.HEADLESS_ASK_TEXT}`" in reqs["ASK-10"].text
     assert f"`{broker.HEADLESS_QUESTION_TEXT}`" in reqs["QSTN-3"].text
 

@@ -13,16 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore.errors import ToolFailure
-from agentcore.manifest import load_manifest
+from agentcore.api import load_manifest
 from agentcore.net.hosts import compile_host_pattern
 from agentcore.patterns.path import compile_path_pattern
 from agentcore.patterns.shell import compile_shell_requirement
-from agentcore.pipeline.engine import Engine
-from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.api import Engine
+from agentcore.watchdog import AllowAllWatchdog
 from agentcore.session import Session
-from agentcore.subagents import host_covers, intersect, path_covers, shell_covers, stricter_environment
+from agentcore.manifest.intersect import host_covers, intersect, path_covers, shell_covers, stricter_environment
 from agentcore.tools.base import Tool, ToolResult
-from agentcore.tools.registry import ToolRegistry, build_registry
+from agentcore.api import build_catalog as build_registry
+from agentcore.tools.registry import ToolRegistry
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -90,7 +91,7 @@ def parent_engine(setup: dict[str, Any], *, registry: ToolRegistry | None = None
         "limits": limits or {},
     }
     path = write(setup["tmp"] / "parent.yaml", manifest)
-    engine = Engine(load_manifest(path, workspace=setup["ws"], registry=registry), registry=registry, watchdog=AllowAllWatchdog())
+    engine = Engine(load_manifest(path, workspace=setup["ws"], catalog=registry), catalog=registry, watchdog=AllowAllWatchdog())
     if runner is not None:
         engine.subagent_runner = runner  # type: ignore[attr-defined]
     return engine

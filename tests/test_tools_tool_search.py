@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore.access import Access, FsAccess
-from agentcore.manifest import load_manifest
-from agentcore.pipeline.engine import Engine
-from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.api import load_manifest
+from agentcore.api import Engine
+from agentcore.watchdog import AllowAllWatchdog
 from agentcore.tools.base import CallContext, Tool, ToolResult
-from agentcore.tools.registry import ToolRegistry, build_registry
+from agentcore.api import build_catalog as build_registry
+from agentcore.tools.registry import ToolRegistry
 from agentcore.tools.tool_search import bm25_rank, tokenize
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -79,7 +80,7 @@ def make_engine(
     }
     path = tmp_path / "agent.yaml"
     path.write_text(yaml.safe_dump(manifest))
-    return Engine(load_manifest(path, workspace=ws, registry=registry), registry=registry, watchdog=AllowAllWatchdog())
+    return Engine(load_manifest(path, workspace=ws, catalog=registry), catalog=registry, watchdog=AllowAllWatchdog())
 
 
 async def test_found_tools_become_callable(tmp_path: Path, registry: ToolRegistry) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from agentcore.manifest import load_manifest
-from agentcore.pipeline.engine import Engine
-from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.api import load_manifest
+from agentcore.api import Engine
+from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore.errors import CompileError, ToolFailure
-from agentcore.manifest import load_manifest
-from agentcore.pipeline.engine import Engine
-from agentcore.pipeline.watchdog import AllowAllWatchdog
+from agentcore.api import load_manifest
+from agentcore.api import Engine
+from agentcore.watchdog import AllowAllWatchdog
 from agentcore.tools.web_search import Provider, choose_provider, parse_results
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

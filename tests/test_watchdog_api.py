@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentcore.manifest.schema import ManifestSpec
-from agentcore.pipeline.default_watchdog import (
+from agentcore.watchdog.default import (
     CATEGORIES,
     INTERNAL_CATEGORY,
     DefaultWatchdog,
-    _DISPATCH,
     default_watchdog_for,
     unknown_categories,
 )
-from agentcore.pipeline.watchdog import AllowAllWatchdog, Verdict, WatchdogCall
+from agentcore.watchdog.default.dispatch import _DISPATCH
+from agentcore.watchdog import AllowAllWatchdog, Verdict, WatchdogCall
 from agentcore.shell.parse import Redirect as Redir
 from agentcore.shell.parse import SimpleCommand
 

@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import pytest
 
-from agentcore.pipeline.default_watchdog import DefaultWatchdog
-from agentcore.pipeline.watchdog import Verdict, WatchdogCall
+from agentcore.watchdog.default import DefaultWatchdog
+from agentcore.watchdog import Verdict, WatchdogCall
 from agentcore.shell.parse import Redirect as Redir
 from agentcore.shell.parse import SimpleCommand
 

@@ -8,27 +8,51 @@ cannot redirect a call.
 
 from __future__ import annotations
 
+import codecs
 import os
 import shutil
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol, Sequence
 
 from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .patterns.globtext import glob_unescape, has_wildcard
 from .protected import protected_reason
-from .rules.engine import Decision, Subject
+from .rules.evaluator import Decision, Subject
 from .truncation import ByteSpool, LineSpool
 
 if TYPE_CHECKING:
+    from .asking import AskBroker
     from .environments.base import Environment, OutputSink, ProcessOutcome, SandboxPolicy
     from .manifest.compiled import CompiledManifest
-    from .pipeline.broker import AskBroker
     from .session import Session
-    from .tools.registry import ToolRegistry
+
+# (stream, text): a tool's progress while it runs, for the call's observers ("output", "progress").
+Progress = Callable[[str, str], Awaitable[None]]
+
+
+class ToolLookup(Protocol):
+    """The catalogue as tools see it: the compiler's protocol plus iteration (tool_search)."""
+
+    def has(self, tool_id: str) -> bool: ...
+
+    def get(self, tool_id: str) -> Any: ...
+
+    def ids(self) -> tuple[str, ...]: ...
+
+    def load_error(self, tool_id: str) -> str | None: ...
+
+    def tools(self) -> Iterable[Any]: ...
+
+
+class SubagentHost(Protocol):
+    """What `task` asks of the engine that runs it: one child agent run (SUB)."""
+
+    async def run_subagent(
+        self, manifest: "CompiledManifest", parent: "Session", *, prompt: str, description: str, call_id: str
+    ) -> str: ...
 
 
 def _not_regular(st: os.stat_result) -> ToolFailure:
@@ -65,7 +89,7 @@ class ScopedFS:
         """A search result is shown only if it is readable and no rule denies reading it or asks first (PERM-14)."""
         if not self.may_read(path):
             return False
-        engine = self._s.rule_engine
+        engine = self._s.rule_evaluator
         if _hides(engine.evaluate(Subject(self._tool, "fs.read", "path", path))):
             return False
         # A listing or search reveals what `read` would: a rule denying `read`
@@ -120,7 +144,7 @@ class ScopedFS:
         perms = {"*", self._tool, "read", "fs.read"}
         under = root if root.endswith("/") else root + "/"
         out: list[tuple[str, str]] = []
-        for cr in self._s.rule_engine.rules:
+        for cr in self._s.rule_evaluator.rules:
             if cr.rule.action == "allow" or cr.rule.permission not in perms:
                 continue
             fn, _literal, _exact, prefix = cr.matcher("path")
@@ -269,8 +293,25 @@ class ProcessSurface:
         return found
 
 
+class _TeeSink:
+    """A spool that also reports what passes through it, decoded as UTF-8 text."""
+
+    def __init__(self, spool: ByteSpool, progress: Progress) -> None:
+        self._spool = spool
+        self._progress = progress
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def write(self, chunk: bytes) -> None:
+        await self._spool.write(chunk)
+        text = self._decoder.decode(chunk)
+        if text:
+            await self._progress("output", text)
+
+
 @dataclass
 class Runtime:
+    """Everything a tool's `execute` may use: the proven call, scoped fs, processes, asking, events."""
+
     manifest: "CompiledManifest"
     session: "Session"
     tool_id: str
@@ -279,9 +320,19 @@ class Runtime:
     fs: ScopedFS
     proc: ProcessSurface
     broker: "AskBroker"
-    registry: "ToolRegistry"
-    engine: Any = None  # the Engine, for `task` (child sessions)
+    registry: ToolLookup
+    engine: SubagentHost | None = None  # for `task`: runs child agents
     extra: dict[str, Any] = field(default_factory=dict)
+    progress: Progress | None = None  # set when someone observes this call
+
+    def output_sink(self, spool: ByteSpool) -> "OutputSink":
+        """Where a tool streams process output: the spool, and the call's observers when any listen."""
+        return spool if self.progress is None else _TeeSink(spool, self.progress)
+
+    async def report(self, text: str) -> None:
+        """A progress note for the call's observers (never an argument value)."""
+        if self.progress is not None:
+            await self.progress("progress", text)
 
     @property
     def limits(self):  # noqa: ANN201 - Limits

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from wcmatch import glob as wcglob
 
-from .rules.engine import RuleEngine
+from .rules.evaluator import RuleEvaluator
 from .rules.model import CompiledRule, Rule, compile_rules
 from .variables import Bindings
 
@@ -34,6 +34,12 @@ class SessionStores:
 
 
 class Session:
+    """One conversation's state: id, sidecar directory, session rules, tool stores, in-flight calls.
+
+    Open sessions with `Engine.open_session`; `close()` (or leaving a `with`
+    block) aborts what still runs and removes the working directory.
+    """
+
     def __init__(
         self,
         *,
@@ -45,6 +51,7 @@ class Session:
         session_id: str | None = None,
         depth: int = 0,
         parent: "Session | None" = None,
+        parent_call_id: str | None = None,
         workdir_root: Path | None = None,
     ) -> None:
         self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
@@ -53,6 +60,8 @@ class Session:
         self.headless = headless
         self.depth = depth
         self.parent = parent
+        # The parent's `task` call that started this (subagent) session, for attributing events.
+        self.parent_call_id = parent_call_id
         self.children: list[Session] = []
         root = workdir_root or Path(tempfile.gettempdir())
         # Resolved so the sidecar paths handed to the model are canonical and
@@ -62,7 +71,7 @@ class Session:
         self._manifest_rules = manifest_rules
         self._project_rules = project_rules
         self._session_rules: list[CompiledRule] = []
-        self._engine: RuleEngine | None = None
+        self._engine: RuleEvaluator | None = None
         self._scopes: set[anyio.CancelScope] = set()
         self.closed = False
         # The model must be able to read its own sidecars even headless (TRUNC-6).
@@ -72,9 +81,9 @@ class Session:
 
     # -- rules -------------------------------------------------------------
     @property
-    def rule_engine(self) -> RuleEngine:
+    def rule_evaluator(self) -> RuleEvaluator:
         if self._engine is None:
-            self._engine = RuleEngine(self._manifest_rules + self._project_rules + tuple(self._session_rules))
+            self._engine = RuleEvaluator(self._manifest_rules + self._project_rules + tuple(self._session_rules))
         return self._engine
 
     @property
@@ -123,3 +132,9 @@ class Session:
             child.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.closed = True
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -50,7 +50,7 @@ class ScriptedWatchdog:
     verdicts: Sequence[dict[str, Any]]
 
     async def review(self, call: Any) -> Any:
-        from agentcore.pipeline.watchdog import Verdict
+        from agentcore.api import Verdict
 
         for v in self.verdicts:
             if v.get("tool", "*") in ("*", call.tool):
@@ -77,6 +77,7 @@ class Flight:
 class SuspendingBroker:
     """An interactive broker whose questions go to the runner as `ask` replies."""
 
+    name = "conformance-runner"
     headless = False
 
     def __init__(self, harness: "AgentcoreHarness") -> None:
@@ -211,15 +212,12 @@ class AgentcoreHarness:
             return ScriptedWatchdog(list(spec.get("verdicts", [])))
         if default_watchdog_available():
             return None  # the engine builds the default watchdog
-        from agentcore.pipeline.watchdog import AllowAllWatchdog
+        from agentcore.api import AllowAllWatchdog
 
         return AllowAllWatchdog()
 
     async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
-        from agentcore.errors import ManifestError
-        from agentcore.manifest.compiled import load_manifest
-        from agentcore.pipeline.engine import Engine
-        from agentcore.tools.registry import default_registry
+        from agentcore.api import Engine, ManifestError, default_catalog, load_manifest
 
         name = _name(req, "agent")
         manifest = req.get("manifest")
@@ -230,12 +228,12 @@ class AgentcoreHarness:
         directory = Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp))
         path = directory / "manifest.json"
         path.write_text(json.dumps(self.prepare_manifest(manifest)), encoding="utf-8")
-        registry = default_registry()
+        registry = default_catalog()
         try:
             compiled = load_manifest(
                 path,
                 workspace=Path(ws) if ws else None,
-                registry=registry,
+                catalog=registry,
                 ad_hoc=[Path(p) for p in bindings.get("ad-hoc", [])],
                 user_data=Path(bindings["user-data"]) if bindings.get("user-data") else None,
             )
@@ -245,7 +243,7 @@ class AgentcoreHarness:
             self.sessions.pop(sname).session.close()
         engine = Engine(
             compiled,
-            registry=registry,
+            catalog=registry,
             broker=SuspendingBroker(self),
             watchdog=self.make_watchdog(req.get("watchdog"), compiled),
         )
@@ -287,8 +285,7 @@ class AgentcoreHarness:
         return rules
 
     async def op_set_rules(self, req: dict[str, Any]) -> dict[str, Any]:
-        from agentcore.errors import ManifestError
-        from agentcore.rules.model import Rule, compile_rules
+        from agentcore.api import ManifestError, compile_rule_list
 
         scope = req.get("scope")
         if scope not in SCOPES:
@@ -299,22 +296,15 @@ class AgentcoreHarness:
         rules = self.rules_for(rules)
         _aname, agent = self._agent(req)
         try:
-            for r in rules:
-                if r.get("action") not in ("allow", "deny", "ask") or not isinstance(r.get("permission"), str) or not isinstance(r.get("pattern"), str):
-                    raise ManifestError("a rule needs permission, pattern and action allow|deny|ask")
             if scope == "project":
-                compiled = compile_rules(
-                    [Rule(r["permission"], r["pattern"], r["action"], scope="project", index=i) for i, r in enumerate(rules)],
-                    agent.manifest.bindings,
-                    known_tools=agent.engine.registry.ids(),
-                    known_capabilities=agent.manifest.effective.capabilities,
-                )
+                compiled = compile_rule_list(rules, agent.manifest, catalog=agent.engine.catalog)
                 agent.project_rules = compiled
                 agent.engine.project_rules = compiled
                 for slot in self.sessions.values():
                     if self.agents.get(slot.agent) is agent:
                         slot.session.set_project_rules(compiled)
             else:
+                compile_rule_list(rules, agent.manifest, catalog=agent.engine.catalog)  # validated as project rules are
                 session = self._session(req)
                 for r in rules:
                     session.add_session_rule(r["permission"], r["pattern"], r["action"])
@@ -429,7 +419,7 @@ def _name(req: dict[str, Any], key: str) -> str:
 
 def default_watchdog_available() -> bool:
     try:
-        from agentcore.pipeline import default_watchdog  # noqa: F401
+        from agentcore.api import default_watchdog  # noqa: F401
     except ImportError:
         return False
     return True
@@ -463,12 +453,9 @@ async def probe_tools() -> dict[str, bool]:
 
 
 async def _probe() -> dict[str, bool]:
-    from agentcore.manifest.compiled import load_manifest
-    from agentcore.pipeline.engine import Engine
-    from agentcore.pipeline.watchdog import AllowAllWatchdog
-    from agentcore.tools.registry import LOCKED_IDS, default_registry
+    from agentcore.api import LOCKED_IDS, AllowAllWatchdog, Engine, default_catalog, load_manifest
 
-    registry = default_registry()
+    registry = default_catalog()
     results: dict[str, bool] = {}
     root = Path(tempfile.mkdtemp(prefix="conformance-probe-"))
     try:
@@ -498,8 +485,8 @@ async def _probe() -> dict[str, bool]:
             for feature, args in calls:
                 name = f"{feature}.{tool}"
                 try:
-                    compiled = load_manifest(path, workspace=ws, registry=registry)
-                    engine = Engine(compiled, registry=registry, watchdog=AllowAllWatchdog())
+                    compiled = load_manifest(path, workspace=ws, catalog=registry)
+                    engine = Engine(compiled, catalog=registry, watchdog=AllowAllWatchdog())
                     session = engine.open_session(headless=True)
                     try:
                         with anyio.fail_after(20):

@@ -33,8 +33,7 @@ STEPS: list[tuple[str, str, dict[str, Any]]] = [
 
 
 async def _run(workspace: Path, manifest_path: Path) -> list[dict[str, Any]]:
-    from ..manifest import load_manifest
-    from ..pipeline.engine import Engine
+    from ..api import Engine, load_manifest
 
     manifest = load_manifest(manifest_path, workspace=workspace)
     engine = Engine(manifest)

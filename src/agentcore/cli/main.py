@@ -25,10 +25,7 @@ def _die(message: str) -> NoReturn:
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     """(engine, session) from --manifest/--workspace/--project-rules/--headless/--env."""
-    from ..errors import ManifestError
-    from ..manifest import load_manifest, load_project_rules
-    from ..pipeline.broker import HeadlessBroker, TerminalBroker
-    from ..pipeline.engine import Engine
+    from ..api import Engine, HeadlessBroker, ManifestError, TerminalBroker, load_manifest, load_project_rules
 
     workspace = Path(args.workspace)
     if not workspace.is_dir():
@@ -36,7 +33,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     extra = [Path(args.project_rules)] if getattr(args, "project_rules", None) else []
     try:
         manifest = load_manifest(Path(args.manifest), workspace=workspace, extra_protected=extra)
-        project = load_project_rules(extra[0], manifest.bindings) if extra else ()
+        project = load_project_rules(extra[0], manifest) if extra else ()
     except ManifestError as exc:
         _die(str(exc))
     # Without --headless an ask is put to the human on the terminal; answers are
@@ -56,16 +53,14 @@ def _parse_args_json(text: str) -> Any:
 
 
 def cmd_manifest_check(args: argparse.Namespace) -> int:
-    from ..errors import ManifestError
-    from ..manifest import load_manifest
-    from ..tools.registry import default_registry
+    from ..api import ManifestError, default_catalog, load_manifest
 
     workspace = Path(args.workspace) if args.workspace else Path.cwd()
     try:
         m = load_manifest(Path(args.file), workspace=workspace)
     except ManifestError as exc:
         _die(str(exc))
-    reg = default_registry()
+    reg = default_catalog()
     report = {
         "name": m.name,
         "source": str(m.source),

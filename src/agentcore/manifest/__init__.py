@@ -1,5 +1,6 @@
-"""Manifests: loading, validation and compilation into an immutable object."""
+"""Manifests: loading, validation, compilation into an immutable object, and subagent intersection."""
 
+from .catalog import ToolCatalog, ToolDeclaration
 from .compiled import CompiledManifest, EffectiveCapabilities, compile_manifest, load_manifest, load_project_rules
 from .loader import read_manifest_spec, read_rules_spec
 from .schema import ManifestSpec, RequiresSpec, RuleSpec
@@ -10,6 +11,8 @@ __all__ = [
     "ManifestSpec",
     "RequiresSpec",
     "RuleSpec",
+    "ToolCatalog",
+    "ToolDeclaration",
     "compile_manifest",
     "load_manifest",
     "load_project_rules",

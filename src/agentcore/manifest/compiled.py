@@ -7,18 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..errors import CompileError, ManifestError
+from ..errors import CompileError
 from ..limits import Limits
 from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
 from ..rules.model import CompiledRule, Rule, compile_rules
 from ..variables import Bindings, expand, variables_in
+from ..vocabulary import LOCKED_IDS, unknown_categories
+from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec
 from .schema import ManifestSpec, RequiresSpec
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern
-    from ..tools.registry import ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -122,53 +123,49 @@ def _dedupe(items: Iterable[Any], key: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def compile_manifest(
-    spec: ManifestSpec,
-    *,
-    workspace: Path | None,
-    registry: "ToolRegistry",
-    source: Path | None = None,
-    ad_hoc: Sequence[Path] = (),
-    user_data: Path | None = None,
-    extra_protected: Sequence[Path] = (),
-) -> CompiledManifest:
-    origin = str(source) if source else spec.name
+def _bindings(spec: ManifestSpec, workspace: Path | None, source: Path | None, origin: str, ad_hoc: Sequence[Path], user_data: Path | None) -> Bindings:
     ws = Path(os.path.realpath(workspace)) if workspace else None
     roots_bindings = Bindings.for_workspace(ws)
-    extra_roots: list[Path] = []
-    for raw in spec.roots:
-        for text in expand(raw, roots_bindings, escape=False, where=f"{origin}: roots"):
-            base = source.parent if source else (ws or Path.cwd())
-            extra_roots.append(Path(os.path.realpath(os.path.join(base, text))))
-    bindings = Bindings.for_workspace(
+    base = source.parent if source else (ws or Path.cwd())
+    extra_roots = [
+        Path(os.path.realpath(os.path.join(base, text)))
+        for raw in spec.roots
+        for text in expand(raw, roots_bindings, escape=False, where=f"{origin}: roots")
+    ]
+    return Bindings.for_workspace(
         ws,
         extra_roots=extra_roots,
         ad_hoc=[Path(os.path.realpath(p)) for p in ad_hoc],
         user_data=Path(os.path.realpath(user_data)) if user_data else None,
     )
 
+
+def _check_tools(spec: ManifestSpec, catalog: ToolCatalog, origin: str) -> None:
     for tool_id in spec.tools:
-        if not registry.has(tool_id):
-            broken = getattr(registry, "plugin_errors", {}).get(tool_id)
+        if not catalog.has(tool_id):
+            broken = catalog.load_error(tool_id)
             if broken:
                 raise CompileError(f"tool {tool_id!r} failed to load: {broken}", location=f"{origin}: tools")
             raise CompileError(f"unknown tool {tool_id!r} in tools", location=f"{origin}: tools")
     if len(set(spec.tools)) != len(spec.tools):
         raise CompileError("a tool is listed twice in tools", location=f"{origin}: tools")
-    from ..tools.registry import LOCKED_IDS
-
     for tool_id in spec.deferred_tools:
-        if not registry.has(tool_id):
+        if not catalog.has(tool_id):
             raise CompileError(f"unknown tool {tool_id!r} in deferred_tools", location=f"{origin}: deferred_tools")
         if tool_id in LOCKED_IDS or tool_id in spec.tools:
-            raise CompileError(f"{tool_id!r} cannot be deferred (locked tools and enabled tools are always advertised)", location=f"{origin}: deferred_tools")
+            raise CompileError(
+                f"{tool_id!r} cannot be deferred (locked tools and enabled tools are always advertised)",
+                location=f"{origin}: deferred_tools",
+            )
 
+
+def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, origin: str) -> EffectiveCapabilities:
+    """The union of the manifest's and every enabled tool's requirements (CAP-1)."""
     parts = [("manifest", _compile_requires(spec.requires, bindings, origin))]
     # Deferred tools count toward the effective set from the start, so finding
     # one with tool_search never widens the sandbox (TSRCH-4).
     for tool_id in [*spec.tools, *spec.deferred_tools]:
-        tool = registry.get(tool_id)
-        tool_req = tool.requirements(spec)
+        tool_req = catalog.get(tool_id).requirements(spec)
         parts.append((tool_id, _compile_requires(tool_req, bindings, f"tool {tool_id}")))
 
     def union(key: str, ident: Any) -> tuple[Any, ...]:
@@ -178,9 +175,8 @@ def compile_manifest(
     for who, p in parts:
         for key in ("fs_read", "fs_write"):
             for pat in p[key]:
-                origins.setdefault(f"{key}:{pat.expanded}", tuple())
-                origins[f"{key}:{pat.expanded}"] += (who,)
-    effective = EffectiveCapabilities(
+                origins[f"{key}:{pat.expanded}"] = origins.get(f"{key}:{pat.expanded}", ()) + (who,)
+    return EffectiveCapabilities(
         fs_read=union("fs_read", lambda p: p.expanded),
         fs_write=union("fs_write", lambda p: p.expanded),
         net_hosts=union("net_hosts", lambda h: h.raw),
@@ -189,31 +185,51 @@ def compile_manifest(
         origins=origins,
     )
 
-    rules = [
-        Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=f"{origin}: rules[{i}]")
-        for i, r in enumerate(spec.rules)
-    ]
-    compiled_rules = compile_rules(
-        rules, bindings, known_tools=registry.ids(), known_capabilities=effective.capabilities
-    )
 
-    from ..pipeline.default_watchdog import unknown_categories
-
+def _check_watchdog(spec: ManifestSpec, origin: str) -> None:
     unknown = unknown_categories(spec.watchdog.disable)
     if unknown:
         raise CompileError(
             f"unknown watchdog categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}",
             location=f"{origin}: watchdog.disable",
         )
-    limits = Limits().merged(spec.limits.model_dump())
-    agents: dict[str, Path] = {}
-    for name, rel in spec.agents.items():
-        base = source.parent if source else (ws or Path.cwd())
-        agents[name] = Path(os.path.realpath(os.path.join(base, rel)))
-    skill_dirs: list[Path] = []
-    for raw in spec.skills.paths:
-        for text in expand(raw, bindings, escape=False, where=f"{origin}: skills.paths"):
-            skill_dirs.append(Path(os.path.realpath(text if os.path.isabs(text) else os.path.join(ws or ".", text))))
+
+
+def _agents(spec: ManifestSpec, base: Path) -> dict[str, Path]:
+    return {name: Path(os.path.realpath(os.path.join(base, rel))) for name, rel in spec.agents.items()}
+
+
+def _skill_dirs(spec: ManifestSpec, bindings: Bindings, origin: str) -> tuple[Path, ...]:
+    ws = bindings.workspace
+    return tuple(
+        Path(os.path.realpath(text if os.path.isabs(text) else os.path.join(ws or ".", text)))
+        for raw in spec.skills.paths
+        for text in expand(raw, bindings, escape=False, where=f"{origin}: skills.paths")
+    )
+
+
+def compile_manifest(
+    spec: ManifestSpec,
+    *,
+    workspace: Path | None,
+    catalog: ToolCatalog,
+    source: Path | None = None,
+    ad_hoc: Sequence[Path] = (),
+    user_data: Path | None = None,
+    extra_protected: Sequence[Path] = (),
+) -> CompiledManifest:
+    """Expand variables, check names against `catalog`, compute the effective set and compile the rules."""
+    origin = str(source) if source else spec.name
+    bindings = _bindings(spec, workspace, source, origin, ad_hoc, user_data)
+    _check_tools(spec, catalog, origin)
+    effective = _effective(spec, catalog, bindings, origin)
+    rules = [
+        Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=f"{origin}: rules[{i}]")
+        for i, r in enumerate(spec.rules)
+    ]
+    compiled_rules = compile_rules(rules, bindings, known_tools=catalog.ids(), known_capabilities=effective.capabilities)
+    _check_watchdog(spec, origin)
+    base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
     return CompiledManifest(
         name=spec.name,
@@ -223,40 +239,26 @@ def compile_manifest(
         bindings=bindings,
         effective=effective,
         rules=compiled_rules,
-        limits=limits,
+        limits=Limits().merged(spec.limits.model_dump()),
         environment=spec.environment,
-        agents=agents,
-        skill_dirs=tuple(skill_dirs),
+        agents=_agents(spec, base),
+        skill_dirs=_skill_dirs(spec, bindings, origin),
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
     )
 
 
-def load_manifest(
-    path: Path,
-    *,
-    workspace: Path | None,
-    registry: "ToolRegistry | None" = None,
-    **kwargs: Any,
-) -> CompiledManifest:
-    from ..tools.registry import default_registry
-
+def load_manifest(path: Path, *, workspace: Path | None, catalog: ToolCatalog, **kwargs: Any) -> CompiledManifest:
+    """Read, validate and compile the manifest file at `path` (see `compile_manifest`)."""
     spec = read_manifest_spec(Path(path))
-    return compile_manifest(
-        spec, workspace=workspace, registry=registry or default_registry(), source=Path(os.path.realpath(path)), **kwargs
-    )
+    return compile_manifest(spec, workspace=workspace, catalog=catalog, source=Path(os.path.realpath(path)), **kwargs)
 
 
-def load_project_rules(path: Path, bindings: Bindings, *, registry: "ToolRegistry | None" = None) -> tuple[CompiledRule, ...]:
-    from ..tools.registry import default_registry
-
+def load_project_rules(path: Path, bindings: Bindings, *, catalog: ToolCatalog) -> tuple[CompiledRule, ...]:
+    """The rules of a project-rules file, compiled in the `project` scope."""
     spec = read_rules_spec(Path(path))
-    reg = registry or default_registry()
     rules = [
         Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=f"{path}: rules[{i}]")
         for i, r in enumerate(spec.rules)
     ]
-    try:
-        return compile_rules(rules, bindings, known_tools=reg.ids())
-    except ManifestError:
-        raise
+    return compile_rules(rules, bindings, known_tools=catalog.ids())

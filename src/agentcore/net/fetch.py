@@ -11,7 +11,7 @@ vet and the connect is never used: we never ask DNS a second time.
 from __future__ import annotations
 
 import codecs
-from typing import Callable
+from typing import Awaitable, Callable
 import re
 import ssl
 import zlib
@@ -70,6 +70,9 @@ class FetchPolicy:
     # Called for every redirect hop after its host matched; raises FetchRefused to stop
     # (web_fetch re-runs the permission rules here, NET).
     hop_check: "Callable[[CanonicalTarget], None] | None" = None
+    # Progress notes for whoever watches the call (web_fetch passes its runtime's `report`).
+    # They carry counts and status codes only, never a URL.
+    on_progress: "Callable[[str], Awaitable[None]] | None" = None
 
     def __post_init__(self) -> None:
         if self.max_redirects < 0 or self.timeout_s <= 0 or self.max_download_bytes < 0:
@@ -212,18 +215,24 @@ class _BoundedDecoder:
         return b"".join(self._parts)
 
 
-async def _read_body(response: httpx.Response, limit: int) -> tuple[bytes, int]:
+_PROGRESS_EVERY = 256 * 1024  # bytes on the wire between two progress notes
+
+
+async def _read_body(response: httpx.Response, limit: int, progress: "Callable[[str], Awaitable[None]] | None") -> tuple[bytes, int]:
     length = response.headers.get("content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
         raise FetchRefused("too_large", "the response body exceeds the download limit")
     encoding = response.headers.get("content-encoding", "").strip().lower()
     decoder = _BoundedDecoder(encoding, limit)
-    wire = 0
+    wire = reported = 0
     async for chunk in response.aiter_raw():
         wire += len(chunk)
         if wire > limit:
             raise FetchRefused("too_large", "the response body exceeds the download limit")
         decoder.feed(chunk)
+        if progress is not None and wire - reported >= _PROGRESS_EVERY:
+            reported = wire
+            await progress(f"received {wire} bytes")
     return decoder.finish(), wire
 
 
@@ -354,13 +363,19 @@ async def _fetch(url: str, policy: FetchPolicy) -> FetchResult:
                         raise FetchRefused("too_many_redirects", "the redirect limit was reached")
                     current = _next_url(request_url, location)
                     redirects.append(current)
+                    if policy.on_progress is not None:
+                        await policy.on_progress(f"redirect {len(redirects)} (status {response.status_code})")
                     continue
                 content_type = response.headers.get("content-type", "")
                 media, _ = _media_type(content_type)
                 if media and _kind(media) is None:
                     raise FetchRefused("binary_content", "the response is binary, not text")
-                body, wire = await _read_body(response, policy.max_download_bytes)
+                if policy.on_progress is not None:
+                    await policy.on_progress(f"status {response.status_code}, reading the body")
+                body, wire = await _read_body(response, policy.max_download_bytes, policy.on_progress)
                 status = response.status_code
+                if policy.on_progress is not None:
+                    await policy.on_progress(f"received {wire} bytes in all")
         text = await _to_text(content_type, body, str(request_url))
         return FetchResult(
             url=str(request_url),

@@ -16,7 +16,7 @@ from ..errors import Refusal
 from ..manifest.compiled import CompiledManifest
 from ..paths import canonicalize, is_within
 from ..protected import protected_reason
-from ..rules.engine import Subject
+from ..rules.evaluator import Subject
 
 
 class CapabilityRefused(Refusal):

@@ -1,6 +1,6 @@
 """Permission rules: (permission, pattern, action) across three scopes (PERM)."""
 
-from .engine import Decision, RuleEngine, Subject
+from .evaluator import Decision, RuleEvaluator, Subject
 from .model import ACTION_RANK, Action, CompiledRule, Rule, Scope, compile_rules, most_restrictive
 
 __all__ = [
@@ -9,7 +9,7 @@ __all__ = [
     "CompiledRule",
     "Decision",
     "Rule",
-    "RuleEngine",
+    "RuleEvaluator",
     "Scope",
     "Subject",
     "compile_rules",

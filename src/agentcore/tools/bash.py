@@ -37,6 +37,7 @@ class BashTool(Tool):
     kind = "execute"
     uses = ("shell.run",)
     needs_environment = True
+    own_truncation = True
     default_timeout_s = 600.0
 
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
@@ -47,7 +48,7 @@ class BashTool(Tool):
         first = cmd.strip().splitlines()[0] if cmd.strip() else ""
         return first if len(first) <= 80 else first[:77] + "..."
 
-    def command_argv(self, args: dict[str, Any]) -> list[str]:
+    def command_argv(self, args: dict[str, Any]) -> list[str]:  # noqa: D102 - see Tool
         return [SHELL, "--noprofile", "--norc", "-c", args["command"]]
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
@@ -57,17 +58,18 @@ class BashTool(Tool):
             timeout = args["timeout_ms"] / 1000.0
         timeout = min(timeout, limits.bash_max_timeout_s)
         spool = runtime.byte_spool(limits.bash_bytes)
+        sink = runtime.output_sink(spool)  # the spool, plus the call's observers when any listen
         policy = runtime.proc.policy
         if policy is not None:
             policy = self.call_policy(policy, runtime.manifest)
         argv = self.command_argv(args)
         try:
             if policy is not None and policy.network == "proxy":
-                outcome = await self._run_with_proxy(argv, runtime, policy, timeout, spool)
+                outcome = await self._run_with_proxy(argv, runtime, policy, timeout, sink)
             elif policy is None:
-                outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=spool)
+                outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=sink)
             else:
-                outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool)
+                outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=sink)
         finally:
             spool.close()
         exit_code = outcome.exit_code
@@ -100,7 +102,7 @@ class BashTool(Tool):
             policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
         return policy
 
-    async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, spool: Any) -> Any:
+    async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, sink: Any) -> Any:
         from ..net.proxy import FilteringProxy
 
         # The sandbox's only way out: a socket pair. Its end goes into the sandbox (to
@@ -121,7 +123,7 @@ class BashTool(Tool):
                 await tg.start(serve)
                 host_end = None  # serve_channel owns it now
                 try:
-                    outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=spool, channel=sandbox_end)
+                    outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=sink, channel=sandbox_end)
                     # The sandbox is gone, so the channel ends and its connections close:
                     # let the proxy finish on its own (bounded) rather than cancel it mid-read.
                     with anyio.move_on_after(2.0):

@@ -79,6 +79,8 @@ class GlobTool(Tool):
     )
     parameters = _schemas.GLOB
     kind = "search"
+    own_truncation = True
+    concurrency_safe = True
     uses = ("fs.read",)
 
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:

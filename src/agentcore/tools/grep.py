@@ -177,6 +177,8 @@ class GrepTool(Tool):
     )
     parameters = _schemas.GREP
     kind = "search"
+    own_truncation = True
+    concurrency_safe = True
     uses = ("fs.read",)
 
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:

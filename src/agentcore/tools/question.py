@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ToolFailure
-from ..pipeline.broker import HEADLESS_QUESTION_TEXT
+from ..asking import HEADLESS_QUESTION_TEXT
 from . import _schemas
 from .base import Tool, ToolResult
 
@@ -18,6 +18,7 @@ class QuestionTool(Tool):
     description = "Pause and ask the user one or more structured questions; returns one list of answers per question."
     parameters = _schemas.QUESTION
     kind = "other"
+    answer_is_consent = True  # answering the question is the human's consent (QSTN-2)
     default_timeout_s = 24 * 3600.0  # a human may take a while; abort still cancels
 
     def title(self, args: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from ..access import Access, FsAccess
 from ..errors import Refusal, ToolFailure
 from . import _schemas
-from .base import CallContext, Tool, ToolResult
+from .base import CallContext, Location, Tool, ToolResult
 
 DEFAULT_LINES = 2000
 _SNIFF = 8192
@@ -93,6 +93,8 @@ class ReadTool(Tool):
     )
     parameters = _schemas.READ
     kind = "read"
+    own_truncation = True  # a window and next_offset, never a sidecar (TRUNC-7)
+    concurrency_safe = True
     uses = ("fs.read",)
 
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
@@ -104,6 +106,11 @@ class ReadTool(Tool):
 
     def title(self, args: dict[str, Any]) -> str:
         return f"Read {args.get('path', '')}"
+
+    def locations(self, args: dict[str, Any], ctx: CallContext) -> list[Location]:
+        # A line window starts at a known line; a byte window does not.
+        line = args.get("offset", 1) if "byte_offset" not in args and "byte_length" not in args else None
+        return [Location(loc.path, line) for loc in super().locations(args, ctx)]
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
         path = runtime.resolved["path"]

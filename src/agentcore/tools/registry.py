@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
-from importlib.metadata import entry_points
 from typing import Iterable
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..errors import RegistryError
-from .base import ACP_KINDS, Tool
+from ..vocabulary import ACP_KINDS, LOCKED_IDS
+from .base import Tool
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-LOCKED_IDS: tuple[str, ...] = (
-    "read", "write", "edit", "glob", "grep", "bash", "todo", "task",
-    "question", "web_search", "web_fetch", "skill", "tool_search",
-)
 
 
 def _shape(tool: Tool) -> str:
@@ -27,6 +21,13 @@ def _shape(tool: Tool) -> str:
 
 
 class ToolRegistry:
+    """Tool ids to tools, with a prebuilt argument validator each (TOOL).
+
+    Satisfies the manifest compiler's `ToolCatalog` protocol. The default
+    registry (the locked tools plus entry-point plugins) is built in
+    `agentcore.api.build_catalog`.
+    """
+
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
@@ -69,6 +70,10 @@ class ToolRegistry:
             raise RegistryError(f"tool {tool.id!r} cannot be replaced with another shape or kind")
         self._tools[tool.id] = tool
 
+    def load_error(self, tool_id: str) -> str | None:
+        """Why a plugin with this id failed to load, or None."""
+        return self.plugin_errors.get(tool_id)
+
     def has(self, tool_id: str) -> bool:
         return tool_id in self._tools
 
@@ -83,27 +88,3 @@ class ToolRegistry:
 
     def tools(self) -> Iterable[Tool]:
         return self._tools.values()
-
-
-def build_registry(*, plugins: bool = True) -> ToolRegistry:
-    from . import locked
-
-    reg = ToolRegistry()
-    for tool in locked.locked_tools():
-        reg.register(tool, locked=True)
-    if plugins:
-        for ep in entry_points(group="agentcore.tools"):
-            # A broken plugin is unavailable, never fatal: the others keep working,
-            # and a manifest that enables it fails to compile with the reason.
-            try:
-                obj = ep.load()
-                tool = obj() if isinstance(obj, type) else obj
-                reg.register(tool)
-            except Exception as exc:
-                reg.plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
-    return reg
-
-
-@lru_cache(maxsize=1)
-def default_registry() -> ToolRegistry:
-    return build_registry()

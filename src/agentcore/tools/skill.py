@@ -170,6 +170,7 @@ class SkillTool(Tool):
     )
     parameters = _schemas.SKILL
     kind = "think"
+    concurrency_safe = True
 
     def requirements(self, manifest: ManifestSpec) -> RequiresSpec:
         return RequiresSpec(fs=FsSpec(read=[_pattern_for(p) for p in manifest.skills.paths]))

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from . import _schemas
 from .base import Tool, ToolResult
-from .registry import LOCKED_IDS
+from ..vocabulary import LOCKED_IDS
 
 DEFAULT_MAX_RESULTS = 10
 K1 = 1.2

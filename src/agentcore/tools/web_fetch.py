@@ -37,6 +37,8 @@ class WebFetchTool(Tool):
     )
     parameters = _schemas.WEB_FETCH
     kind = "fetch"
+    own_truncation = True
+    concurrency_safe = True
     uses = ("net.fetch",)
 
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list[Access]:
@@ -58,10 +60,10 @@ class WebFetchTool(Tool):
         def hop_check(target: Any) -> None:
             # A redirect is a new subject: the rules decide again; only `allow` is followed
             # (an `ask` cannot be put to a human mid-transfer, so it refuses).
-            from ..rules.engine import Subject
+            from ..rules.evaluator import Subject
 
             subject = Subject(tool_id, "net.fetch", "host", target.authority, host=target.host, port=target.port)
-            if session.rule_engine.evaluate(subject).action != "allow":
+            if session.rule_evaluator.evaluate(subject).action != "allow":
                 raise FetchRefused("redirect_refused", "a redirect led to a host the permission rules do not allow")
 
         policy = FetchPolicy(
@@ -69,6 +71,7 @@ class WebFetchTool(Tool):
             timeout_s=limits.web_fetch_timeout_s,
             max_download_bytes=limits.web_fetch_max_download,
             hop_check=hop_check,
+            on_progress=runtime.report if runtime.progress is not None else None,
         )
         try:
             # The canonical URL the capability check approved, not the raw argument.

@@ -147,6 +147,7 @@ class WebSearchTool(Tool):
     )
     parameters = _schemas.WEB_SEARCH
     kind = "fetch"
+    concurrency_safe = True
     uses = ("net.fetch",)
 
     def requirements(self, manifest: ManifestSpec) -> RequiresSpec:

@@ -148,7 +148,7 @@ class SchemaThrows(AgentcoreHarness):
     """Invalid arguments raise an exception instead of ending in an error envelope."""
 
     async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
-        registry = agent.engine.registry
+        registry = agent.engine.catalog
         if registry.has(tool) and (not isinstance(args, dict) or any(True for _ in registry.validator(tool).iter_errors(args))):
             raise TypeError(f"{tool}() got invalid arguments")
         return await super().invoke(agent, session, tool, args)
@@ -239,7 +239,7 @@ class IgnoresWatchdog(AgentcoreHarness):
     """The host's watchdog is never consulted."""
 
     def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
-        from agentcore.pipeline.watchdog import AllowAllWatchdog
+        from agentcore.api import AllowAllWatchdog
 
         return AllowAllWatchdog()
 
@@ -329,16 +329,16 @@ class LenientCompile(AgentcoreHarness):
 
 
 def _is_registered(tool: str) -> bool:
-    from agentcore.tools.registry import default_registry
+    from agentcore.api import default_catalog
 
-    return default_registry().has(tool)
+    return default_catalog().has(tool)
 
 
 class AllToolsEnabled(AgentcoreHarness):
     """Every locked tool is callable whatever the manifest's `tools` list says."""
 
     def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        from agentcore.tools.registry import LOCKED_IDS
+        from agentcore.api import LOCKED_IDS
 
         m = json.loads(json.dumps(manifest))
         listed = list(m.get("tools") or [])

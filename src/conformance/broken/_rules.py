@@ -1,6 +1,6 @@
 """Rule evaluators that get PERM-9 wrong in one deliberate way each.
 
-Plugged into a session in place of the engine's own RuleEngine, so the
+Plugged into a session in place of the engine's own RuleEvaluator, so the
 rest of the pipeline (capability check, watchdog, asks, search filtering)
 stays the real one and only the rule decision is broken.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from agentcore.rules.engine import Decision, Subject
+from agentcore.rules.evaluator import Decision, Subject
 from agentcore.rules.model import ACTION_RANK, CompiledRule
 
 MODES = ("allow", "first-match", "ties-allow", "no-pin", "default-allow", "anonymous-ask")
 
 
-class BrokenRuleEngine:
+class BrokenRuleEvaluator:
     def __init__(self, rules: Iterable[CompiledRule], mode: str) -> None:
         if mode not in MODES:
             raise ValueError(mode)
@@ -76,9 +76,9 @@ def break_session(session: Any, mode: str) -> None:
 
     class _Broken(base):  # type: ignore[misc, valid-type]
         @property
-        def rule_engine(self) -> Any:  # noqa: D401 - replaces the property
+        def rule_evaluator(self) -> Any:  # noqa: D401 - replaces the property
             rules = self._manifest_rules + self._project_rules + tuple(self._session_rules)
-            return BrokenRuleEngine(rules, mode)
+            return BrokenRuleEvaluator(rules, mode)
 
     assert isinstance(session, Session)
     session.__class__ = _Broken

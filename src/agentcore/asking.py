@@ -1,4 +1,4 @@
-"""Ask resolution (ASK): a pluggable async broker answers every `ask`.
+"""Asking (ASK): a pluggable async broker answers every `ask` and `question`.
 
 Headless hosts never invent answers: every ask is a denial with a fixed
 text, and `question` is a fixed refusal. "Always" answers are recorded by
@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol, Sequence
 
 import anyio
 
-from ..rules.engine import Subject
+from .rules.evaluator import Subject
 
 HEADLESS_ASK_TEXT = "Permission required but this run is headless; the call was not performed."
 HEADLESS_QUESTION_TEXT = "question is unavailable in a headless run; continue with your best judgement."
@@ -42,6 +42,9 @@ class AskRequest:
 
 
 class AskBroker(Protocol):
+    """Answers asks and questions for a host. `name` says who answered, in events and recordings."""
+
+    name: str
     headless: bool
 
     async def ask(self, request: AskRequest) -> Choice: ...
@@ -52,6 +55,9 @@ class AskBroker(Protocol):
 
 
 class HeadlessBroker:
+    """No human: every ask is refused and every question gets the fixed refusal (ASK-5, QSTN-3)."""
+
+    name = "headless"
     headless = True
 
     async def ask(self, request: AskRequest) -> Choice:
@@ -64,6 +70,7 @@ class HeadlessBroker:
 class ScriptedBroker:
     """Answers from a fixed list (tests, conformance harnesses); records what it was asked."""
 
+    name = "scripted"
     headless = False
 
     def __init__(self, choices: Sequence[Choice] = (), answers: Sequence[list[list[str]]] = ()) -> None:
@@ -82,6 +89,7 @@ class ScriptedBroker:
 class TerminalBroker:
     """Prompts on the controlling terminal (stderr for output, stdin for answers)."""
 
+    name = "terminal"
     headless = False
 
     def __init__(self, stdin: Any = None, stderr: Any = None) -> None:

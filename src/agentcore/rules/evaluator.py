@@ -66,7 +66,7 @@ _LOOSE_ENDS = ("/", "\n")
 _Entry = tuple[tuple[int, int, int], int, CompiledRule, "object", str, str]
 
 
-class RuleEngine:
+class RuleEvaluator:
     """Immutable view over the compiled rules of all three scopes."""
 
     def __init__(self, rules: Sequence[CompiledRule]) -> None:

@@ -5,30 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from ..watchdog import AllowAllWatchdog, Verdict, Watchdog, WatchdogCall
+from ...vocabulary import INTERNAL_CATEGORY, WATCHDOG_CATEGORIES as CATEGORIES, unknown_categories
+from ...watchdog import AllowAllWatchdog, Verdict, Watchdog, WatchdogCall
 from .dispatch import _review_command
 from .paths import _Ctx, _Finding, _norm
 from .secrets import _is_secret
 
-
-CATEGORIES: dict[str, str] = {
-    "exfiltration": "shell commands that send data to another host (curl/wget data flags or @file, "
-    "nc/socat/telnet/ssh/scp/sftp/rsync to a remote target, /dev/tcp redirections)",
-    "destructive": "recursive removal or permission changes outside the workspace or of the workspace itself, "
-    "disk tools (mkfs, dd to a device, shred, wipefs, fdisk, parted), forced git pushes, "
-    "git reset --hard / clean -fd / checkout -- . (ask)",
-    "code_execution_wrapper": "commands that run code taken from their arguments or stdin: shells, eval/source, "
-    "env/xargs/sudo-style wrappers, find -exec, git -c/aliases/ext::, sed e/w, awk system(), tar/rg hooks, "
-    "editors and pagers, interpreters (-c/-e deny, workspace scripts ask), make/npm run/npx (ask), "
-    "programs run by a path inside the workspace (ask)",
-    "secrets": "any tool touching well-known secret files (.env, *.pem, *.key, id_rsa*, ~/.ssh, "
-    "~/.aws/credentials, ~/.netrc, ~/.npmrc, ~/.pypirc, docker/kube/gh credentials) asks",
-    "network_shell": "network clients without data-sending flags are allowed (the capability check and "
-    "the sandbox govern hosts); listed so the name is stable, it never refuses",
-}
-
-# Not a category a manifest can switch off: a call the watchdog cannot analyse is refused.
-INTERNAL_CATEGORY = "internal"
 
 _WORDS = {
     "exfiltration": "possible data exfiltration",
@@ -36,11 +18,6 @@ _WORDS = {
     "code_execution_wrapper": "arbitrary code execution",
     "secrets": "secret file access",
 }
-
-
-def unknown_categories(names: Iterable[str]) -> list[str]:
-    """Names in `names` that are not watchdog categories (for manifest validation)."""
-    return sorted({n for n in names if n not in CATEGORIES})
 
 
 _PATHISH_KEYS = frozenset({"path", "file_path", "filepath", "file", "notebook_path", "glob", "include", "paths"})

@@ -1,0 +1,267 @@
+"""The public engine API: what hosts build on, with the defaults wired in this one place.
+
+Hosts (the CLI, the agent loop, the recorder, batch runs, the ACP adapter,
+the conformance harness) import from here and nothing deeper::
+
+    import anyio
+    from agentcore.api import Engine, load_manifest
+
+    async def main() -> None:
+        manifest = load_manifest("agent.yaml", workspace="proj")
+        engine = Engine(manifest)                      # headless: every ask is refused
+        with engine.open_session() as session:
+            envelope = await engine.call(session, "read", {"path": "README.md"})
+            print(envelope.to_dict())
+            async with engine.stream(session, "grep", {"pattern": "TODO"}) as events:
+                async for event in events:             # CallStarted, StageDecided..., CallFinished
+                    print(event.to_dict())
+
+    anyio.run(main)
+
+The defaults: the tool catalogue is the thirteen locked tools plus the
+`agentcore.tools` entry-point plugins (`default_catalog`); the watchdog is
+the default one with the manifest's `watchdog:` settings
+(`default_watchdog`); the broker is headless.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+from .asking import (
+    HEADLESS_ASK_TEXT,
+    HEADLESS_QUESTION_TEXT,
+    AskBroker,
+    AskRequest,
+    Choice,
+    HeadlessBroker,
+    ScriptedBroker,
+    TerminalBroker,
+)
+from .envelope import Envelope
+from .errors import CompileError, ManifestError, RegistryError
+from .manifest.compiled import CompiledManifest
+from .manifest.compiled import compile_manifest as _compile_manifest
+from .manifest.compiled import load_manifest as _load_manifest
+from .manifest.compiled import load_project_rules as _load_project_rules
+from .manifest.loader import manifest_spec_from_dict
+from .manifest.schema import ManifestSpec
+from .pipeline.engine import Engine as _Engine
+from .pipeline.engine import SubagentRunner
+from .pipeline.events import (
+    AskAnswered,
+    AskRaised,
+    CallFinished,
+    CallStarted,
+    Event,
+    Observer,
+    OutputChunk,
+    StageDecided,
+)
+from .rules.model import CompiledRule, Rule, compile_rules
+from .session import Session
+from .tools.base import CallContext, Location, Tool, ToolResult
+from .tools.registry import ToolRegistry
+from .vocabulary import ACP_KINDS, LOCKED_IDS, WATCHDOG_CATEGORIES
+from .watchdog import AllowAllWatchdog, Verdict, Watchdog, WatchdogCall
+
+__all__ = [
+    "ACP_KINDS",
+    "AllowAllWatchdog",
+    "AskAnswered",
+    "AskBroker",
+    "AskRaised",
+    "AskRequest",
+    "CallContext",
+    "CallFinished",
+    "CallStarted",
+    "Choice",
+    "CompileError",
+    "CompiledManifest",
+    "CompiledRule",
+    "Engine",
+    "Envelope",
+    "Event",
+    "HEADLESS_ASK_TEXT",
+    "HEADLESS_QUESTION_TEXT",
+    "HeadlessBroker",
+    "LOCKED_IDS",
+    "Location",
+    "ManifestError",
+    "ManifestSpec",
+    "Observer",
+    "OutputChunk",
+    "RegistryError",
+    "ScriptedBroker",
+    "Session",
+    "StageDecided",
+    "SubagentRunner",
+    "TerminalBroker",
+    "Tool",
+    "ToolRegistry",
+    "ToolResult",
+    "Verdict",
+    "WATCHDOG_CATEGORIES",
+    "Watchdog",
+    "WatchdogCall",
+    "build_catalog",
+    "compile_manifest",
+    "compile_rule_list",
+    "default_catalog",
+    "default_watchdog",
+    "load_manifest",
+    "load_project_rules",
+]
+
+
+# -- the tool catalogue ---------------------------------------------------------------
+
+
+def build_catalog(*, plugins: bool = True, extra: Iterable[Tool] = ()) -> ToolRegistry:
+    """A new catalogue: the locked tools, then `extra`, then (if `plugins`) entry-point tools.
+
+    A plugin that fails to import or register is unavailable, never fatal: the
+    others keep working, and a manifest that enables it fails to compile with
+    the reason (TOOL-7).
+    """
+    from .tools.locked import locked_tools
+
+    catalog = ToolRegistry()
+    for tool in locked_tools():
+        catalog.register(tool, locked=True)
+    for tool in extra:
+        catalog.register(tool)
+    if plugins:
+        for ep in entry_points(group="agentcore.tools"):
+            try:
+                obj = ep.load()
+                catalog.register(obj() if isinstance(obj, type) else obj)
+            except Exception as exc:
+                catalog.plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+    return catalog
+
+
+@lru_cache(maxsize=1)
+def default_catalog() -> ToolRegistry:
+    """The process-wide default catalogue (built once): locked tools and installed plugins."""
+    return build_catalog()
+
+
+def default_watchdog(manifest: CompiledManifest) -> Watchdog:
+    """The default watchdog as the manifest configures it (`watchdog: {enabled, disable}`)."""
+    from .watchdog.default import default_watchdog_for
+
+    return default_watchdog_for(manifest)
+
+
+# -- manifests and rules ----------------------------------------------------------------
+
+
+def load_manifest(
+    path: str | Path,
+    *,
+    workspace: str | Path | None,
+    catalog: ToolRegistry | None = None,
+    ad_hoc: Sequence[Path] = (),
+    user_data: Path | None = None,
+    extra_protected: Sequence[Path] = (),
+) -> CompiledManifest:
+    """Read, validate and compile a manifest file (YAML or JSON) for `workspace`.
+
+    Raises `ManifestError` (a `CompileError` for name and variable problems)
+    whose text points at `file:line: key`.
+    """
+    return _load_manifest(
+        Path(path),
+        workspace=Path(workspace) if workspace is not None else None,
+        catalog=catalog or default_catalog(),
+        ad_hoc=ad_hoc,
+        user_data=user_data,
+        extra_protected=extra_protected,
+    )
+
+
+def compile_manifest(
+    spec: ManifestSpec | dict[str, Any],
+    *,
+    workspace: str | Path | None,
+    catalog: ToolRegistry | None = None,
+    source: Path | None = None,
+    **kwargs: Any,
+) -> CompiledManifest:
+    """Compile a manifest given as a `ManifestSpec` or a plain dict (validated like a file)."""
+    if isinstance(spec, dict):
+        spec = manifest_spec_from_dict(spec)
+    return _compile_manifest(
+        spec,
+        workspace=Path(workspace) if workspace is not None else None,
+        catalog=catalog or default_catalog(),
+        source=source,
+        **kwargs,
+    )
+
+
+def load_project_rules(path: str | Path, manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> tuple[CompiledRule, ...]:
+    """The rules of a project-rules file (`rules: [...]`), compiled for `manifest`'s variables."""
+    return _load_project_rules(Path(path), manifest.bindings, catalog=catalog or default_catalog())
+
+
+def compile_rule_list(
+    rules: Sequence[dict[str, str]],
+    manifest: CompiledManifest,
+    *,
+    scope: Literal["project"] = "project",
+    catalog: ToolRegistry | None = None,
+) -> tuple[CompiledRule, ...]:
+    """Project rules given as `{permission, pattern, action}` dicts; raises `ManifestError` on a bad rule."""
+    for r in rules:
+        if r.get("action") not in ("allow", "deny", "ask") or not isinstance(r.get("permission"), str) or not isinstance(r.get("pattern"), str):
+            raise ManifestError("a rule needs permission, pattern and action allow|deny|ask")
+    compiled = [Rule(r["permission"], r["pattern"], r["action"], scope=scope, index=i) for i, r in enumerate(rules)]  # type: ignore[arg-type]
+    return compile_rules(
+        compiled,
+        manifest.bindings,
+        known_tools=(catalog or default_catalog()).ids(),
+        known_capabilities=manifest.effective.capabilities,
+    )
+
+
+# -- the engine -------------------------------------------------------------------------
+
+
+class Engine(_Engine):
+    """The pipeline for one compiled manifest, with the defaults filled in.
+
+    - `catalog`: `default_catalog()` unless given;
+    - `watchdog`: `default_watchdog(manifest)` unless given;
+    - `broker`: headless unless given (`TerminalBroker`, `ScriptedBroker`, or a host's own);
+    - `observers`: called with every `Event` of every call (see `add_observer`, `stream`).
+
+    Main methods: `open_session`, `call`, `stream`, `explain`, `tools`.
+    """
+
+    def __init__(
+        self,
+        manifest: CompiledManifest,
+        *,
+        catalog: ToolRegistry | None = None,
+        watchdog: Watchdog | None = None,
+        broker: AskBroker | None = None,
+        project_rules: tuple[CompiledRule, ...] = (),
+        environment: str | None = None,
+        observers: Sequence[Observer] = (),
+        subagent_runner: SubagentRunner | None = None,
+    ) -> None:
+        super().__init__(
+            manifest,
+            catalog=catalog or default_catalog(),
+            watchdog=watchdog if watchdog is not None else default_watchdog(manifest),
+            broker=broker,
+            project_rules=project_rules,
+            environment=environment,
+            observers=observers,
+            subagent_runner=subagent_runner,
+        )
