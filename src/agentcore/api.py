@@ -47,7 +47,7 @@ from .manifest.compiled import CompiledManifest
 from .manifest.compiled import compile_manifest as _compile_manifest
 from .manifest.compiled import load_manifest as _load_manifest
 from .manifest.compiled import load_project_rules as _load_project_rules
-from .manifest.loader import manifest_spec_from_dict
+from .manifest.loader import manifest_spec_from_dict, parse_document
 from .manifest.schema import ManifestSpec
 from .pipeline.engine import Engine as _Engine
 from .pipeline.engine import SubagentRunner
@@ -114,6 +114,8 @@ __all__ = [
     "default_watchdog",
     "load_manifest",
     "load_project_rules",
+    "parse_document",
+    "available_skills",
 ]
 
 
@@ -227,6 +229,15 @@ def compile_rule_list(
         known_tools=(catalog or default_catalog()).ids(),
         known_capabilities=manifest.effective.capabilities,
     )
+
+
+def available_skills(manifest: CompiledManifest, session: Session) -> list[Any]:
+    """Name, one-line description and path of each skill the agent can load (empty without `skill`)."""
+    if "skill" not in manifest.tools:
+        return []
+    from .tools.skill import available_skills as _skills
+
+    return _skills(manifest, session)
 
 
 # -- the engine -------------------------------------------------------------------------

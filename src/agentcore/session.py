@@ -105,6 +105,26 @@ class Session:
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)
 
+    def remembered(self) -> dict[str, Any]:
+        """The answers this session remembers ("always" answers): its session rules and watchdog answers.
+
+        JSON-ready; `restore` puts them into another session (a continued or
+        reloaded one). The rule that lets the model read its own sidecars is
+        per working directory and is not part of it.
+        """
+        rules = [(r.rule.permission, r.rule.pattern, r.rule.action) for r in self._session_rules[1:]]
+        return {
+            "rules": [list(r) for r in rules],
+            "watchdog_approvals": sorted(list(d) for d in self.stores.watchdog_approvals),
+            "watchdog_rejections": sorted(list(d) for d in self.stores.watchdog_rejections),
+        }
+
+    def restore(self, remembered: dict[str, Any]) -> None:
+        """Take over what `remembered()` returned for another session."""
+        self.set_session_rules([tuple(r) for r in remembered.get("rules", [])])  # type: ignore[misc]
+        self.stores.watchdog_approvals |= {tuple(d) for d in remembered.get("watchdog_approvals", [])}  # type: ignore[misc]
+        self.stores.watchdog_rejections |= {tuple(d) for d in remembered.get("watchdog_rejections", [])}  # type: ignore[misc]
+
     # -- abort -------------------------------------------------------------
     def track(self, scope: anyio.CancelScope) -> None:
         self._scopes.add(scope)

@@ -189,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=cmd_demo)
 
+    from .agent_cmds import add_subcommands as add_agent_commands
+
+    add_agent_commands(sub)
+
     try:
         from conformance.cli import add_subcommand
     except ImportError:

@@ -51,6 +51,11 @@ def _parse(text: str, path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
     return data, lines
 
 
+def parse_document(text: str, path: Path) -> Any:
+    """A YAML or JSON document (by the file's suffix), parsed as defensively as manifests are."""
+    return _parse(text, path)[0]
+
+
 def _validate(model: type[M], data: Any, path: Path, lines: dict[tuple[Any, ...], int]) -> M:
     if data is None:
         data = {}

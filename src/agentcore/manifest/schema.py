@@ -93,6 +93,23 @@ class SkillsSpec(_Strict):
     paths: list[str] = Field(default_factory=list)
 
 
+class ModelSpec(_Strict):
+    """Which model drives the agent (`agentcore run`, `batch`, `acp`); CLI flags override it."""
+
+    # provider:name, e.g. "openai:gpt-4.1", "anthropic:claude-sonnet-4-5",
+    # "openai-compatible:llama3" (with base_url) or "script:turns.yaml".
+    id: str | None = None
+    base_url: str | None = None
+    # The environment variable holding the API key; the key itself never appears in a manifest.
+    api_key_env: str | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    # Model requests per prompt before the run stops with `max_turn_requests`.
+    max_turn_requests: int | None = Field(default=None, gt=0)
+    # Seconds one model request may take (the whole streamed response).
+    request_timeout_s: float | None = Field(default=None, gt=0)
+
+
 class ManifestSpec(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -108,6 +125,9 @@ class ManifestSpec(_Strict):
     agents: dict[str, str] = Field(default_factory=dict)  # subagent name -> manifest path (relative to this file)
     skills: SkillsSpec = Field(default_factory=SkillsSpec)
     web_search: WebSearchSpec = Field(default_factory=WebSearchSpec)
+    # What the agent is for: the start of its system prompt (agent hosts).
+    instructions: str = ""
+    model: ModelSpec = Field(default_factory=ModelSpec)
 
 
 class RulesFileSpec(_Strict):

@@ -1,0 +1,49 @@
+"""The system prompt, assembled from the manifest.
+
+In order: the manifest's `instructions` (or a short default), the workspace,
+the skills' one-line descriptions, and a line per tool the agent may call.
+The tools' full definitions (description and parameter schema) go to the
+model through the provider's tool API (`tool_specs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..api import Engine, Session, Tool, available_skills
+from .model import ToolSpec
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a careful software agent. Work in the workspace with the tools you are given; every call is checked "
+    "against what this agent may do, and a refused call says why. Do not retry a refused call unchanged."
+)
+
+
+def tool_specs(tools: Sequence[Tool]) -> list[ToolSpec]:
+    return [ToolSpec(t.id, t.description, t.parameters) for t in tools]
+
+
+def system_prompt(engine: Engine, session: Session) -> str:
+    manifest = engine.manifest
+    lines: list[str] = [manifest.spec.instructions.strip() or DEFAULT_INSTRUCTIONS, ""]
+    roots = ", ".join(str(p) for p in manifest.workspace_roots)
+    lines.append(f"Workspace: {roots}" if roots else "There is no workspace.")
+    skills = available_skills(manifest, session)
+    if skills:
+        lines += ["", "Skills (load one with the `skill` tool when it fits the task):"]
+        lines += [f"- {s.name}: {s.description}" for s in skills]
+    lines += ["", "Tools:"]
+    lines += [f"- {t.id} ({t.kind}): {_first_sentence(t.description)}" for t in engine.tools(session)]
+    deferred = [t for t in manifest.deferred if t not in session.stores.discovered_tools]
+    if deferred:
+        lines.append(f"- {len(deferred)} more tools are available through `tool_search`.")
+    return "\n".join(lines)
+
+
+def _first_sentence(text: str) -> str:
+    head = text.strip().split(". ", 1)[0]
+    return head if head.endswith(".") else head + "."
+
+
+def describe(tools: Sequence[Any]) -> list[str]:
+    return [t.id for t in tools]

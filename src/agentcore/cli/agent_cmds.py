@@ -1,0 +1,270 @@
+"""`agentcore run`, `agentcore sessions …` and `agentcore replay`: the agent host on the command line.
+
+Model flags are the same on `run`, `batch` and `acp` (`add_model_args`).
+Provider libraries load only when a model is opened, so `sessions` and
+`--help` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+RUN_EXIT_HELP = (
+    "exit codes: 0 finished, 1 failed (provider error, failed script expectations), 2 usage error, "
+    "3 turn cap (max_turn_requests), 4 timeout, 5 max_tokens, 6 refusal, 7 token budget, 130 cancelled"
+)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """--model / --base-url / --api-key-env, as `run`, `batch` and `acp` all take them."""
+    p.add_argument("--model", metavar="PROVIDER:NAME",
+                   help="openai:NAME, anthropic:NAME, openai-compatible:NAME (with --base-url) or script:FILE "
+                        "(default: $AGENTCORE_MODEL, then the manifest's model.id)")
+    p.add_argument("--base-url", metavar="URL", help="the provider's base URL (Ollama, vLLM, llama.cpp, OpenRouter, a proxy)")
+    p.add_argument("--api-key-env", metavar="VAR",
+                   help="the environment variable that holds the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY; "
+                        "openai-compatible needs none)")
+
+
+def add_db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", metavar="PATH", help="session database (default: $XDG_DATA_HOME/agentcore/sessions.db)")
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    from ..recorder.store import default_db_path
+
+    return Path(args.db) if getattr(args, "db", None) else default_db_path()
+
+
+def model_flags(args: argparse.Namespace) -> Any:
+    from ..agent.headless import ModelFlags
+
+    return ModelFlags(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                      max_turn_requests=getattr(args, "max_turn_requests", None))
+
+
+# -- progress on a terminal ------------------------------------------------------------------------
+
+
+class Progress:
+    """Tool calls and their outcome, one line each, on stderr (stdout carries the answer)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._titles: dict[str, str] = {}
+
+    def __call__(self, event: Any) -> None:
+        kind = event.type
+        if kind == "call_started":
+            self._titles[event.call_id] = f"{event.tool}: {event.title}" if event.title != event.tool else event.tool
+        elif kind == "call_finished":
+            self._out.write(f"  {self._titles.pop(event.call_id, event.tool)} -> {_outcome(event.envelope)}\n")
+        elif kind == "model_retried":
+            self._out.write(f"  (model request failed: {event.reason}; retrying in {event.delay_s:g} s)\n")
+        elif kind == "run_started" and event.parent_session_id:
+            self._out.write(f"  [subagent] {event.prompt[:80]}\n")
+        self._out.flush()
+
+
+def _outcome(envelope: Any) -> str:
+    if envelope.type == "output":
+        return "ok" + (" (truncated)" if envelope.truncated else "")
+    refusal = envelope.refusal
+    if refusal:
+        by = f", asked by {refusal['asked_by']}" if refusal.get("asked_by") else ""
+        return f"refused by {refusal['layer']} ({refusal['code']}{by})"
+    return f"failed ({envelope.error_code})"
+
+
+class JsonEvents:
+    """Every event as one JSON line on stdout (`--events jsonl`)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def __call__(self, event: Any) -> None:
+        self._out.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+        self._out.flush()
+
+
+# -- run -------------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ..agent.headless import EXIT_CODES, HeadlessRequest, run_headless
+
+    workspace = Path(args.workspace)
+    if not workspace.is_dir():
+        print(f"agentcore: --workspace {workspace}: not a directory", file=sys.stderr)
+        return EXIT_CODES["usage"]
+    request = HeadlessRequest(manifest=Path(args.manifest), workspace=workspace, prompt=args.prompt, model=model_flags(args),
+                              db=None if args.no_record else _db_path(args), timeout_s=args.timeout,
+                              token_budget=args.token_budget, continue_session=args.session)
+    observer = JsonEvents(sys.stdout) if args.events == "jsonl" else Progress(sys.stderr)
+    outcome = anyio.run(run_headless, request, [observer])
+    return _report(outcome, jsonl=args.events == "jsonl")
+
+
+def _report(outcome: Any, *, jsonl: bool) -> int:
+    if outcome.status == "usage":
+        print(f"agentcore: {outcome.error}", file=sys.stderr)
+        return outcome.exit_code
+    if not jsonl and outcome.text:
+        print(outcome.text)
+    for problem in outcome.problems:
+        print(f"agentcore: {problem}", file=sys.stderr)
+    if outcome.status != "end_turn":
+        detail = f": {outcome.error}" if outcome.error else ""
+        print(f"agentcore: the run stopped ({outcome.status}){detail}", file=sys.stderr)
+    if outcome.session_id and not jsonl:
+        print(f"agentcore: session {outcome.session_id}", file=sys.stderr)
+    return outcome.exit_code
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+
+def _open_recorder(args: argparse.Namespace) -> Any:
+    from ..recorder.store import Recorder
+
+    return Recorder(_db_path(args))
+
+
+def cmd_sessions_list(args: argparse.Namespace) -> int:
+    import datetime
+
+    with _open_recorder(args) as rec:
+        rows = rec.sessions(include_children=args.all)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M")
+        print(f"{r['id']}  {when}  {r['runs']} run(s)  {r['last_stop_reason'] or '-':<17} {r['model'] or '-':<24} {(r['title'] or '')[:60]}")
+    if not rows:
+        print("(no recorded sessions)", file=sys.stderr)
+    return 0
+
+
+def cmd_sessions_show(args: argparse.Namespace) -> int:
+    with _open_recorder(args) as rec:
+        info = rec.session(args.session)
+        history = rec.history(args.session)
+    if args.json:
+        print(json.dumps({**info, "messages": history}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"session {info['id']}  model {info['model'] or '-'}  workspace {info['workspace'] or '-'}")
+    for run in info["runs"]:
+        usage = run["usage"] or {}
+        print(f"run {run['id']}: {run['stop_reason'] or 'unfinished'}  tokens in/out {usage.get('input_tokens', 0)}/{usage.get('output_tokens', 0)}")
+    for m in history:
+        for p in m["parts"]:
+            print(_part_line(m["role"], p))
+    for d in info["decisions"]:
+        print(f"decision: {d['tool']} ({d['layer']}): {d['choice']} by {d['answered_by']}")
+    return 0
+
+
+def _part_line(role: str, part: dict[str, Any]) -> str:
+    kind = part["kind"]
+    if kind in ("text", "reasoning"):
+        return f"{role} {kind}: {part['text']}"
+    if kind == "tool_call":
+        return f"{role} tool call {part['call_id']}: {part['tool']} {part['arguments']}"
+    if kind == "tool_result":
+        env = part["envelope"]
+        return f"{role} tool result {part['call_id']}: {part['tool']} -> {env.get('type')} {env.get('metadata', {}).get('error_code') or ''}".rstrip()
+    return f"{role} {kind}"
+
+
+def cmd_sessions_export(args: argparse.Namespace) -> int:
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        with _open_recorder(args) as rec:
+            for record in rec.export(args.session):
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def cmd_sessions_rm(args: argparse.Namespace) -> int:
+    with _open_recorder(args) as rec:
+        removed = rec.remove(args.session)
+    print(f"removed {removed} session(s)", file=sys.stderr)
+    return 0
+
+
+# -- replay ----------------------------------------------------------------------------------------
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ..agent.replay import ReplayError, replay_session
+
+    try:
+        report = anyio.run(replay_session, _db_path(args), args.session, Path(args.manifest), Path(args.workspace))
+    except ReplayError as exc:
+        print(f"agentcore: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.summary())
+    return 0 if not report.changes else 1
+
+
+# -- the parser ------------------------------------------------------------------------------------
+
+
+def add_subcommands(sub: Any) -> None:
+    run = sub.add_parser("run", help="run the agent unattended on one prompt (ask = deny)", epilog=RUN_EXIT_HELP)
+    run.add_argument("--manifest", required=True, help="the agent's manifest (YAML or JSON)")
+    run.add_argument("--workspace", required=True, help="the workspace directory")
+    add_model_args(run)
+    add_db_arg(run)
+    run.add_argument("--no-record", action="store_true", help="do not record the session")
+    run.add_argument("--session", metavar="ID", help="continue a recorded session (its history and remembered answers)")
+    run.add_argument("--events", choices=["jsonl"], help="stream every event as JSON lines on stdout (the answer is in run_finished)")
+    run.add_argument("--timeout", type=float, metavar="SECONDS", help="stop the run after this long (exit code 4)")
+    run.add_argument("--max-turn-requests", type=int, metavar="N", help="model requests per prompt before the run stops (exit code 3)")
+    run.add_argument("--token-budget", type=int, metavar="N", help="stop once the run has used this many tokens (exit code 7)")
+    run.add_argument("prompt", help="what the agent should do")
+    run.set_defaults(func=cmd_run)
+
+    ses = sub.add_parser("sessions", help="recorded sessions: list, show, export, rm")
+    ssub = ses.add_subparsers(dest="sessions_command", required=True)
+    ls = ssub.add_parser("list", help="recorded sessions, newest first")
+    ls.add_argument("--all", action="store_true", help="include subagents' sessions")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_sessions_list)
+    show = ssub.add_parser("show", help="one session: runs, messages, tool calls, decisions")
+    show.add_argument("session")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_sessions_show)
+    exp = ssub.add_parser("export", help="one session (and its subagents') as JSON Lines")
+    exp.add_argument("session")
+    exp.add_argument("--output", "-o", help="write to this file instead of stdout")
+    exp.set_defaults(func=cmd_sessions_export)
+    rm = ssub.add_parser("rm", help="delete a session and its subagents' sessions")
+    rm.add_argument("session")
+    rm.set_defaults(func=cmd_sessions_rm)
+    for p in (ls, show, exp, rm):
+        add_db_arg(p)
+
+    rep = sub.add_parser("replay", help="re-run a recorded session's model turns against the current engine and manifest; "
+                                        "report every tool call whose decision or envelope shape changed (exit 1 when any did)")
+    rep.add_argument("session")
+    rep.add_argument("--manifest", required=True)
+    rep.add_argument("--workspace", required=True)
+    rep.add_argument("--json", action="store_true")
+    add_db_arg(rep)
+    rep.set_defaults(func=cmd_replay)
