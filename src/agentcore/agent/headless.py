@@ -91,7 +91,8 @@ async def run_headless(request: HeadlessRequest, observers: Sequence[Callable[[A
     engine = Engine(manifest, broker=HeadlessBroker())
     recorder = _recorder(request.db)
     try:
-        with engine.open_session(headless=True, session_id=request.session_id) as session:
+        # Continuing a recorded session keeps its id: the new run is recorded as part of it.
+        with engine.open_session(headless=True, session_id=request.continue_session or request.session_id) as session:
             history = _continue(recorder, request.continue_session, session) if request.continue_session else []
             if recorder is not None:
                 recorder.attach(session, manifest=str(manifest.source), workspace=str(manifest.workspace), model=config.id,

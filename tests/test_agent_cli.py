@@ -1,0 +1,210 @@
+"""`agentcore run`, `sessions`, `replay` as a user runs them: real processes, real scripted model.
+
+Each exit code has a run that produces it; API keys never show up anywhere;
+provider libraries are not imported by commands that run no model.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_support import write_script
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTCORE = [sys.executable, "-m", "agentcore.cli.main"]
+ALLOW = [{"permission": "*", "pattern": "*", "action": "allow"}]
+
+
+def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(AGENTCORE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, write_manifest: Callable[..., Path]) -> dict[str, Path]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\n")
+    m = write_manifest({"name": "cli", "tools": ["read"], "requires": {"fs": {"read": ["{workspace}/**"]}}, "rules": ALLOW})
+    return {"tmp": tmp_path, "ws": ws, "manifest": m, "db": tmp_path / "db.sqlite"}
+
+
+def _run_script(setup: dict[str, Path], turns: list[dict[str, Any]], *extra: str) -> subprocess.CompletedProcess[str]:
+    script = write_script(setup["tmp"] / "s.yaml", turns)
+    return run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model", f"script:{script}",
+                "--db", str(setup["db"]), *extra, "go"], cwd=setup["tmp"])
+
+
+READ = {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}}]}
+
+
+@pytest.mark.parametrize(
+    "turns, extra, code, status",
+    [
+        ([READ, {"text": "the answer"}], [], 0, None),
+        ([{"error": {"status": 503}, "repeat": "forever"}], [], 1, "failed"),
+        ([READ, {"text": "x"}, {"text": "y"}], ["--max-turn-requests", "1"], 3, "max_turn_requests"),
+        ([{"hang": True, "text": "slow"}], ["--timeout", "1"], 4, "timeout"),
+        ([{"text": "cut", "finish": "length"}], [], 5, "max_tokens"),
+        ([{"text": "no", "finish": "content_filter"}], [], 6, "refusal"),
+        ([{**READ, "repeat": "forever"}], ["--token-budget", "300"], 7, "token_budget"),
+        ([{"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}, "expect": {"type": "error"}}]}, {"text": "z"}], [], 1, "failed"),
+    ],
+)
+def test_each_way_a_run_ends_has_its_exit_code(setup: dict[str, Path], turns: list[dict[str, Any]], extra: list[str], code: int, status: str | None) -> None:
+    done = _run_script(setup, turns, *extra)
+    assert done.returncode == code, done.stderr
+    if status is None:
+        assert done.stdout == "the answer\n"
+        assert "read: Read a.txt -> ok" in done.stderr
+    else:
+        assert f"the run stopped ({status})" in done.stderr
+
+
+def test_usage_errors_exit_2_and_say_why(setup: dict[str, Path]) -> None:
+    missing_ws = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["tmp"] / "nope"), "--model", "script:x.yaml", "go"], cwd=setup["tmp"])
+    assert missing_ws.returncode == 2 and "not a directory" in missing_ws.stderr
+    no_model = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--no-record", "go"],
+                   cwd=setup["tmp"], env={k: v for k, v in os.environ.items() if k != "AGENTCORE_MODEL"})
+    assert no_model.returncode == 2 and "--model" in no_model.stderr
+    bad_provider = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model", "acme:x", "go"], cwd=setup["tmp"])
+    assert bad_provider.returncode == 2 and "unknown model provider" in bad_provider.stderr
+    no_script = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model", "script:absent.yaml", "go"], cwd=setup["tmp"])
+    assert no_script.returncode == 2 and "absent.yaml" in no_script.stderr
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    no_key = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model", "openai:gpt-x", "--no-record", "go"],
+                 cwd=setup["tmp"], env=env)
+    assert no_key.returncode == 2 and "OPENAI_API_KEY" in no_key.stderr
+    assert "Traceback" not in no_key.stderr + bad_provider.stderr + no_script.stderr
+
+
+def test_events_jsonl_streams_every_event_and_ends_with_the_answer(setup: dict[str, Path]) -> None:
+    done = _run_script(setup, [READ, {"text": "the answer"}], "--events", "jsonl")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert {"call_started", "stage_decided", "call_finished", "message_added", "model_delta"} <= set(types)
+    assert events[-1]["text"] == "the answer" and events[-1]["stop_reason"] == "end_turn"
+
+
+def test_sessions_and_replay_from_the_command_line(setup: dict[str, Path], write_manifest: Callable[..., Path]) -> None:
+    assert _run_script(setup, [READ, {"text": "the answer"}]).returncode == 0
+    db = ["--db", str(setup["db"])]
+    listed = json.loads(run(["sessions", "list", "--json", *db], cwd=setup["tmp"]).stdout)
+    sid = listed[0]["id"]
+    shown = run(["sessions", "show", sid, *db], cwd=setup["tmp"])
+    assert "assistant tool call call_1: read" in shown.stdout and "tool result call_1: read -> output" in shown.stdout
+    exported = run(["sessions", "export", sid, *db], cwd=setup["tmp"]).stdout.splitlines()
+    assert json.loads(exported[0])["record"] == "session" and all(json.loads(x) for x in exported)
+    same = run(["replay", sid, "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), *db], cwd=setup["tmp"])
+    assert same.returncode == 0 and "0 change(s)" in same.stdout
+    stricter = write_manifest({"name": "cli", "tools": ["read"], "requires": {"fs": {"read": ["{workspace}/**"]}},
+                               "rules": [*ALLOW, {"permission": "read", "pattern": "{workspace}/a.txt", "action": "deny"}]}, name="strict")
+    changed = run(["replay", sid, "--manifest", str(stricter), "--workspace", str(setup["ws"]), "--json", *db], cwd=setup["tmp"])
+    assert changed.returncode == 1
+    report = json.loads(changed.stdout)
+    assert report["changes"] == [{"call_id": "call_1", "tool": "read", "what": "decision", "before": "output", "after": "error:permission:denied"}]
+    removed = run(["sessions", "rm", sid, *db], cwd=setup["tmp"])
+    assert removed.returncode == 0
+    assert json.loads(run(["sessions", "list", "--json", *db], cwd=setup["tmp"]).stdout) == []
+
+
+def test_a_session_can_be_continued(setup: dict[str, Path]) -> None:
+    assert _run_script(setup, [{"text": "first answer"}]).returncode == 0
+    db = ["--db", str(setup["db"])]
+    sid = json.loads(run(["sessions", "list", "--json", *db], cwd=setup["tmp"]).stdout)[0]["id"]
+    # The second run's script expects to see the first exchange in its request (it answers turn 2 of 2).
+    script = write_script(setup["tmp"] / "s2.yaml", [{"text": "second answer"}])
+    done = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model", f"script:{script}",
+                *db, "--session", sid, "--events", "jsonl", "again"], cwd=setup["tmp"])
+    assert done.returncode == 0, done.stderr
+    info = json.loads(run(["sessions", "show", sid, "--json", *db], cwd=setup["tmp"]).stdout)
+    texts = [p["text"] for m in info["messages"] for p in m["parts"] if p["kind"] == "text"]
+    assert texts == ["go", "first answer", "again", "second answer"]
+
+
+# -- secrets ------------------------------------------------------------------------------------------------
+
+SECRET = "sk-test-0123456789-do-not-leak"
+
+
+class _EchoingServer(http.server.BaseHTTPRequestHandler):
+    """A provider that fails and echoes the Authorization header in its error body, as some do."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("content-length") or 0)
+        self.rfile.read(length)
+        body = json.dumps({"error": {"message": f"invalid key {self.headers.get('authorization')}"}}).encode()
+        status = 500 if self.server.calls < 2 else 401  # type: ignore[attr-defined]
+        self.server.calls += 1  # type: ignore[attr-defined]
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def echoing_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoingServer)
+    server.calls = 0  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_api_key_never_appears_in_output_events_or_recordings(setup: dict[str, Path], echoing_server: str) -> None:
+    env = {**os.environ, "MY_PROVIDER_KEY": SECRET}
+    done = run(["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model", "openai-compatible:m",
+                "--base-url", echoing_server, "--api-key-env", "MY_PROVIDER_KEY", "--db", str(setup["db"]), "--events", "jsonl", "go"],
+               cwd=setup["tmp"], env=env)
+    assert done.returncode == 1  # 500, 500 (retried), then 401: failed
+    assert "status 401" in done.stdout  # the run_finished event names the status
+    assert SECRET not in done.stdout + done.stderr
+    for path in setup["tmp"].glob("db.sqlite*"):
+        assert SECRET.encode() not in path.read_bytes()
+    events = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [e["status"] for e in events if e["type"] == "model_retried"] == [500, 500]
+
+
+def test_commands_that_run_no_model_do_not_import_provider_libraries(setup: dict[str, Path]) -> None:
+    code = (
+        "import sys; from agentcore.cli.main import main; "
+        f"main(['sessions', 'list', '--db', {str(setup['db'])!r}]); "
+        f"main(['call', '--manifest', {str(setup['manifest'])!r}, '--workspace', {str(setup['ws'])!r}, 'read', '{{\"path\": \"a.txt\"}}']); "
+        "print(sorted(m for m in ('pydantic_ai', 'openai', 'anthropic', 'acp', 'httpx2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=setup["tmp"], timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_example_tour_runs_offline(tmp_path: Path) -> None:
+    """The README's main job: the example manifest's scripted model over a copy of the example workspace."""
+    ws = tmp_path / "workspace"
+    shutil.copytree(ROOT / "examples" / "workspace", ws)
+    done = run(["run", "--manifest", str(ROOT / "examples" / "manifest.yaml"), "--workspace", str(ws), "--db", str(tmp_path / "db.sqlite"),
+                "List the open TODOs and write them to notes/todo-summary.md"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "two open TODOs" in done.stdout
+    assert "read: Read .env -> refused by permission (denied)" in done.stderr
+    assert "refused by watchdog (code_execution_wrapper)" in done.stderr
+    assert "refused by ask (headless, asked by permission)" in done.stderr
+    assert (ws / "notes" / "todo-summary.md").read_text().startswith("# Open TODOs")
+    assert "example-not-a-real-token" not in done.stdout + done.stderr
