@@ -1,9 +1,9 @@
-"""ACP front end for the agentcore engine.
+"""ACP front end: `agentcore acp` serves the agent to editors over the Agent Client Protocol.
 
 This is the only package that imports the `acp` SDK (importing its schema
 costs about 0.8 s), so commands that do not speak ACP never pay for it.
-The adapter itself is tracked as its own piece of work; the engine already
-exposes what it needs: ACP kinds on every envelope, `Envelope.ui` for diffs,
-`AskBroker` for `session/request_permission`, and `Session.abort` for
-`session/cancel`.
+
+- `agent`: the ACP agent (sessions, prompts, permissions, cancel, load/list/close);
+- `updates`: engine and loop events to `session/update` payloads, live and replayed alike;
+- `stdio_guard`: bounded, checked lines in front of the SDK's reader.
 """

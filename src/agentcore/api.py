@@ -47,7 +47,7 @@ from .manifest.compiled import CompiledManifest
 from .manifest.compiled import compile_manifest as _compile_manifest
 from .manifest.compiled import load_manifest as _load_manifest
 from .manifest.compiled import load_project_rules as _load_project_rules
-from .manifest.loader import manifest_spec_from_dict, parse_document
+from .manifest.loader import manifest_spec_from_dict, parse_document, read_manifest_spec
 from .manifest.schema import ManifestSpec
 from .pipeline.engine import Engine as _Engine
 from .pipeline.engine import SubagentRunner
@@ -115,6 +115,7 @@ __all__ = [
     "load_manifest",
     "load_project_rules",
     "parse_document",
+    "read_manifest_spec",
     "available_skills",
 ]
 

@@ -33,12 +33,29 @@ class AskRequest:
     subjects: tuple[Subject, ...]
     args: dict[str, Any] = field(default_factory=dict)  # shown to the human only, never logged
 
-    def always_label(self) -> str:
-        """Exactly what an "always" answer will remember."""
+    def always_label(self, allow: bool = True) -> str:
+        """Exactly what an "always" answer will remember, in words (ASK-3, ASK-6).
+
+        A permission ask remembers one exact rule per subject (this tool, this
+        path, command or host); a watchdog ask remembers this exact call.
+        """
+        verb = "allow" if allow else "reject"
         if self.layer == "watchdog":
-            return f"Always allow this exact {self.tool} call in this session"
-        what = "; ".join(s.describe() for s in self.subjects)
-        return f"Always allow {self.tool}: {what} (exactly this) in this session"
+            return f"Always {verb} this exact {self.tool} call in this session"
+        what = "; ".join(_subject_words(s) for s in self.subjects) or f"using {self.tool}"
+        return f"Always {verb} {what} in this session"
+
+
+_VERBS = {"fs.read": "reading", "fs.write": "writing", "shell.run": "running", "net.fetch": "fetching from"}
+
+
+def _subject_words(subject: Subject) -> str:
+    """`reading /abs/path with read`, `running `git status` with bash`, `using todo`."""
+    verb = _VERBS.get(subject.capability or "")
+    if verb is None or not subject.value:
+        return f"using {subject.tool}"
+    value = f"`{subject.value}`" if subject.capability == "shell.run" else subject.value
+    return f"{verb} {value} with {subject.tool}"
 
 
 class AskBroker(Protocol):

@@ -45,6 +45,7 @@ class ModelConfig:
     temperature: float | None = None
     max_turn_requests: int = DEFAULT_MAX_TURN_REQUESTS
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    context_window: int | None = None
 
     @property
     def id(self) -> str:
@@ -97,6 +98,7 @@ def resolve_model_config(
         temperature=getattr(manifest_model, "temperature", None),
         max_turn_requests=getattr(manifest_model, "max_turn_requests", None) or DEFAULT_MAX_TURN_REQUESTS,
         request_timeout_s=getattr(manifest_model, "request_timeout_s", None) or DEFAULT_REQUEST_TIMEOUT_S,
+        context_window=getattr(manifest_model, "context_window", None),
     )
     if provider == "openai-compatible" and not config.base_url:
         raise ModelConfigError("openai-compatible needs --base-url (for example http://localhost:11434/v1 for Ollama)")

@@ -99,8 +99,8 @@ async def run_headless(request: HeadlessRequest, observers: Sequence[Callable[[A
                                 title=request.prompt)
             try:
                 async with open_model(config) as client:
-                    loop = _loop(engine, client, config, request, observers, recorder)
-                    return await _run(loop, session, request, history)
+                    with _loop(engine, client, config, request, observers, recorder) as loop:
+                        return await _run(loop, session, request, history)
             except ModelConfigError as exc:
                 return _outcome("usage", session_id=session.id, error=str(exc))
     except _UsageError as exc:

@@ -120,8 +120,23 @@ class AgentLoop:
         self._runs: dict[str, _Run] = {}  # session id -> the run in progress
         self._call_ids: dict[str, set[str]] = {}
         engine.subagent_runner = self._subagent
-        if not _child:  # a subagent's engine shares its parent's observer list: forward once
+        self._forwarding = not _child  # a subagent's engine shares its parent's observer list: forward once
+        if self._forwarding:
             engine.add_observer(self._forward)
+
+    def close(self) -> None:
+        """Detach from the engine (its events stop reaching this loop's observers)."""
+        if self._forwarding:
+            self.engine.remove_observer(self._forward)
+            self._forwarding = False
+        if self.engine.subagent_runner == self._subagent:
+            self.engine.subagent_runner = None
+
+    def __enter__(self) -> "AgentLoop":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- observers -------------------------------------------------------------------------
     def add_observer(self, observer: Any) -> None:

@@ -189,9 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=cmd_demo)
 
+    from .acp_cmd import add_subcommand as add_acp_command
     from .agent_cmds import add_subcommands as add_agent_commands
 
     add_agent_commands(sub)
+    add_acp_command(sub)
 
     try:
         from conformance.cli import add_subcommand

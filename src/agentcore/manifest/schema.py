@@ -108,6 +108,8 @@ class ModelSpec(_Strict):
     max_turn_requests: int | None = Field(default=None, gt=0)
     # Seconds one model request may take (the whole streamed response).
     request_timeout_s: float | None = Field(default=None, gt=0)
+    # The model's context window in tokens, for front ends that show how full it is (ACP usage updates).
+    context_window: int | None = Field(default=None, gt=0)
 
 
 class ManifestSpec(_Strict):

@@ -124,11 +124,17 @@ class OutputChunk(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class CallFinished(Event):
-    """The call's one envelope."""
+    """The call's one envelope (with its front-end hints, such as a write's diff, under `ui`)."""
 
     type: ClassVar[str] = "call_finished"
     tool: str
     envelope: Envelope
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.envelope.ui:  # never part of the envelope itself: what the model sees stays as it was
+            out["ui"] = self.envelope.ui
+        return out
 
 
 AnyEvent = Union[CallStarted, StageDecided, AskRaised, AskAnswered, OutputChunk, CallFinished]

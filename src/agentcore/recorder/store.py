@@ -323,15 +323,26 @@ class Recorder:
         for (data,) in self._db.execute("SELECT data FROM events WHERE session_id=? ORDER BY id", (session_id,)):
             yield json.loads(data)
 
+    def tree_events(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """The events of the session and of its subagents' sessions, interleaved as they happened."""
+        ids = self._tree(session_id)
+        marks = ",".join("?" * len(ids))
+        for (data,) in self._db.execute(f"SELECT data FROM events WHERE session_id IN ({marks}) ORDER BY id", ids):
+            yield json.loads(data)
+
+    def _tree(self, session_id: str) -> list[str]:
+        self.session(session_id)
+        ids = [session_id]
+        i = 0
+        while i < len(ids):
+            ids += [r[0] for r in self._db.execute("SELECT id FROM sessions WHERE parent_id=?", (ids[i],))]
+            i += 1
+        return ids
+
     def remove(self, session_id: str) -> int:
         """Delete a session with its runs, messages, events and subagent sessions; returns sessions removed."""
-        self.session(session_id)
+        ids = self._tree(session_id)
         with self._tx():
-            ids = [session_id]
-            i = 0
-            while i < len(ids):
-                ids += [r[0] for r in self._db.execute("SELECT id FROM sessions WHERE parent_id=?", (ids[i],))]
-                i += 1
             for sid in reversed(ids):
                 for table in ("events", "decisions", "parts", "messages", "runs"):
                     if table == "parts":

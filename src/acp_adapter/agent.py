@@ -1,0 +1,372 @@
+"""`agentcore acp`: our agent served to editors over the Agent Client Protocol (v1), on stdio.
+
+One ACP session is one engine session: its `cwd` is the workspace the
+manifest is compiled for, its `additionalDirectories` bind `{ad-hoc}` (so
+they grant only what the manifest grants `{ad-hoc}`), and its id is the
+engine session's id, the one the recorder keeps. Everything the loop and
+the engine emit is translated by `updates.Translator`, the same code that
+replays a recorded session on `session/load`.
+
+Permission requests come from the engine's asks (`AcpBroker`); the
+`tool_call` for a call always precedes its request, because the engine
+awaits its observers in order. A second prompt while one runs is refused.
+Client terminals are never used: commands run in our sandbox, and their
+output streams as terminal `_meta` (clients that opt in) or as text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import schema
+
+from agentcore.agent.loop import AgentLoop
+from agentcore.agent.messages import ImagePart, Message, TextPart
+from agentcore.agent.model import ModelClient, RequestSettings
+from agentcore.api import (
+    AskRequest,
+    Choice,
+    Engine,
+    ManifestError,
+    Session,
+    available_skills,
+    load_manifest,
+)
+
+from .stdio_guard import guarded_stdio
+from .updates import Translator, available_commands, usage_update
+
+_log = logging.getLogger("agentcore.acp")
+VERSION = "0.1.0"
+
+# Permission modes: session rules added on top of the manifest (which they can never widen past a deny).
+MODES: dict[str, str] = {
+    "ask": "Ask before anything the manifest does not allow",
+    "read-only": "Refuse every tool that edits, moves, deletes or runs commands",
+    "auto-edit": "Allow file edits without asking (the manifest's denies still hold)",
+}
+_MUTATING_KINDS = frozenset({"edit", "delete", "move", "execute"})
+
+
+@dataclass
+class AcpOptions:
+    manifest: Path
+    model: Any  # ModelConfig
+    headless: bool = False
+    db: Path | None = None
+
+
+@dataclass
+class _State:
+    """One ACP session."""
+
+    engine: Engine
+    session: Session
+    loop: AgentLoop
+    translator: Translator
+    history: list[Message] = field(default_factory=list)
+    cwd: str = ""
+    mode: str = "ask"
+    remembered_rules: list[tuple[str, str, str]] = field(default_factory=list)
+    running: bool = False
+    turn_open: bool = False
+
+
+class AcpBroker:
+    """Asks the client with `session/request_permission`; option names say exactly what is remembered."""
+
+    name = "acp-client"
+
+    def __init__(self, agent: "AgentcoreAcp", acp_session_id: str, headless: bool) -> None:
+        self._agent = agent
+        self._sid = acp_session_id
+        self.headless = headless
+
+    async def ask(self, request: AskRequest) -> Choice:
+        options = [
+            schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+            schema.PermissionOption(option_id="allow_always", name=request.always_label(True), kind="allow_always"),
+            schema.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+            schema.PermissionOption(option_id="reject_always", name=request.always_label(False), kind="reject_always"),
+        ]
+        tool_call = schema.ToolCallUpdate(tool_call_id=request.call_id, title=request.title, kind=request.kind,  # type: ignore[arg-type]
+                                          status="pending", raw_input=request.args)
+        response = await self._agent.conn.request_permission(options=options, session_id=self._sid, tool_call=tool_call)
+        outcome = response.outcome
+        if getattr(outcome, "outcome", None) == "selected" and outcome.option_id in ("allow_once", "allow_always", "reject_once", "reject_always"):
+            return outcome.option_id  # type: ignore[no-any-return]
+        return "cancelled"
+
+    async def question(self, questions: Any) -> None:
+        return None  # ACP v1 has no way to ask a structured question: the tool reports that no answer came
+
+
+class AgentcoreAcp:
+    """The ACP agent (the SDK calls these methods; each request runs in its own task)."""
+
+    def __init__(self, options: AcpOptions, model: ModelClient, recorder: Any) -> None:
+        self.options = options
+        self.model = model
+        self.recorder = recorder
+        self.conn: Any = None
+        self.sessions: dict[str, _State] = {}
+        self._terminal_output = False
+        self._client_fs = False
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any) -> Any:
+        caps = client_capabilities
+        meta = (getattr(caps, "field_meta", None) or {}) if caps is not None else {}
+        self._terminal_output = bool(meta.get("terminal_output"))
+        return schema.InitializeResponse(
+            protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=schema.PromptCapabilities(image=self.model.supports_images, audio=False, embedded_context=True),
+                mcp_capabilities=schema.McpCapabilities(http=False, sse=False),
+                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities(), close=schema.SessionCloseCapabilities()),
+            ),
+            agent_info=schema.Implementation(name="agentcore", title="agentcore", version=VERSION),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> Any:
+        return schema.AuthenticateResponse()
+
+    async def new_session(self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: list[Any] | None = None, **kwargs: Any) -> Any:
+        state = self._open(cwd, additional_directories, mcp_servers, None)
+        await self._send(state, available_commands(available_skills(state.engine.manifest, state.session)), force=True)
+        return schema.NewSessionResponse(session_id=state.session.id, config_options=self._config_options(state))
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                           additional_directories: list[str] | None = None, **kwargs: Any) -> Any:
+        from agentcore.recorder.store import RecorderError
+
+        if self.recorder is None:
+            raise acp.RequestError.invalid_params({"message": "this agent runs without a session database"})
+        try:
+            info = self.recorder.session(session_id)
+            events = list(self.recorder.tree_events(session_id))
+            history = [Message.from_dict(m) for m in self.recorder.history(session_id)]
+        except RecorderError as exc:
+            raise acp.RequestError.resource_not_found(session_id) from exc
+        if session_id in self.sessions:
+            raise acp.RequestError.invalid_request({"message": "the session is already open"})
+        state = self._open(cwd, additional_directories, mcp_servers, session_id)
+        state.history = history
+        if info.get("remembered"):
+            state.session.restore(info["remembered"])
+            state.remembered_rules = [tuple(r) for r in info["remembered"].get("rules", [])]  # type: ignore[misc]
+        replay = Translator(state.session.id, terminal_output=self._terminal_output)
+        for event in events:  # everything is sent before the response
+            for update in replay.updates(event, replaying=True):
+                await self._send(state, update, force=True)
+        await self._send(state, available_commands(available_skills(state.engine.manifest, state.session)), force=True)
+        return schema.LoadSessionResponse(config_options=self._config_options(state))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> Any:
+        import datetime
+
+        rows = self.recorder.sessions() if self.recorder is not None else []
+        out = []
+        for r in rows:
+            if cwd is not None and r["workspace"] != os.path.realpath(cwd):
+                continue
+            when = datetime.datetime.fromtimestamp(r["updated_at"], datetime.timezone.utc).isoformat()
+            out.append(schema.SessionInfo(session_id=r["id"], cwd=r["workspace"] or "/", title=r["title"] or None, updated_at=when))
+        return schema.ListSessionsResponse(sessions=out)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> Any:
+        state = self._state(session_id)
+        state.loop.cancel(state.session)
+        state.loop.close()
+        state.session.close()
+        self.sessions.pop(session_id, None)
+        return schema.CloseSessionResponse()
+
+    def shutdown(self) -> None:
+        """The client went away: abort every session (the recorder keeps what finished)."""
+        for state in list(self.sessions.values()):
+            state.loop.cancel(state.session)
+            state.loop.close()
+            state.session.close()
+        self.sessions.clear()
+
+    # -- configuration --------------------------------------------------------------------------
+    def _config_options(self, state: _State) -> list[Any]:
+        mode = schema.SessionConfigOptionSelect(
+            id="mode", name="Permission mode", category="mode", type="select", current_value=state.mode,
+            options=[schema.SessionConfigSelectOption(value=k, name=k, description=v) for k, v in MODES.items()],
+        )
+        model = schema.SessionConfigOptionSelect(
+            id="model", name="Model", category="model", type="select", current_value=self.model.name,
+            options=[schema.SessionConfigSelectOption(value=self.model.name, name=self.model.name)],
+        )
+        return [mode, model]
+
+    async def set_config_option(self, config_id: str, session_id: str, value: Any, **kwargs: Any) -> Any:
+        state = self._state(session_id)
+        if config_id == "mode" and value in MODES:
+            state.mode = value
+            self._apply_mode(state)
+        elif not (config_id == "model" and value == self.model.name):
+            raise acp.RequestError.invalid_params({"message": f"unknown value for {config_id}"})
+        return schema.SetSessionConfigOptionResponse(config_options=self._config_options(state))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> Any:
+        await self.set_config_option("mode", session_id, mode_id)
+        return schema.SetSessionModeResponse()
+
+    def _apply_mode(self, state: _State) -> None:
+        """The mode's rules plus the remembered answers, as the session's rules (manifest denies stay pinned)."""
+        remembered = state.session.remembered()["rules"]
+        state.remembered_rules = [tuple(r) for r in remembered if tuple(r) not in self._mode_rules(state, state.mode, all_modes=True)]  # type: ignore[misc]
+        rules = self._mode_rules(state, state.mode) + state.remembered_rules
+        state.session.set_session_rules(rules)
+
+    def _mode_rules(self, state: _State, mode: str, *, all_modes: bool = False) -> list[tuple[str, str, str]]:
+        tools = state.engine.tools(state.session)
+        if all_modes:
+            return [r for m in MODES for r in self._mode_rules(state, m)]
+        if mode == "read-only":
+            return [(t.id, "*", "deny") for t in tools if t.kind in _MUTATING_KINDS]
+        if mode == "auto-edit":
+            return [(t.id, "*", "allow") for t in tools if t.kind == "edit"]
+        return []
+
+    # -- prompts --------------------------------------------------------------------------------
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> Any:
+        state = self._state(session_id)
+        if state.running:
+            raise acp.RequestError.invalid_request({"message": "a prompt is already running in this session; cancel it first"})
+        message = self._message(prompt)
+        state.running = state.turn_open = True
+        try:
+            result = await state.loop.run(state.session, message, state.history)
+        finally:
+            state.turn_open = state.running = False  # nothing more of this turn is sent after the reply
+        state.history += result.messages
+        if result.stop_reason in ("failed", "token_budget"):
+            raise acp.RequestError.internal_error({"message": result.error or result.stop_reason})
+        usage = schema.Usage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens,
+                             total_tokens=result.usage.total_tokens)
+        return schema.PromptResponse(stop_reason=result.stop_reason, usage=usage)  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        state = self.sessions.get(session_id)
+        if state is not None:
+            state.loop.cancel(state.session)
+
+    def _message(self, blocks: list[Any]) -> Message:
+        parts: list[Any] = []
+        for block in blocks:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                parts.append(TextPart(block.text))
+            elif kind == "image":
+                if not self.model.supports_images:
+                    raise acp.RequestError.invalid_params({"message": "this model does not take images"})
+                parts.append(ImagePart(block.mime_type, block.data))
+            elif kind == "resource_link":
+                parts.append(TextPart(f"\n[Resource: {block.name} ({block.uri})]\n"))
+            elif kind == "resource":
+                parts.append(TextPart(_embedded(block.resource)))
+            else:
+                raise acp.RequestError.invalid_params({"message": f"unsupported content block {kind!r}"})
+        text_parts = [p for p in parts if isinstance(p, TextPart)]
+        merged = TextPart("".join(p.text for p in text_parts))
+        return Message("user", (merged, *[p for p in parts if not isinstance(p, TextPart)]))
+
+    # -- sessions ---------------------------------------------------------------------------------
+    def _state(self, session_id: str) -> _State:
+        state = self.sessions.get(session_id)
+        if state is None:
+            raise acp.RequestError.resource_not_found(session_id)
+        return state
+
+    def _open(self, cwd: str, extra: list[str] | None, mcp_servers: list[Any] | None, session_id: str | None) -> _State:
+        if mcp_servers:
+            raise acp.RequestError.invalid_params({"message": "this agent does not connect to MCP servers from the client yet; "
+                                                                "declare them in the manifest's mcp: block"})
+        if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+            raise acp.RequestError.invalid_params({"message": "cwd must be an absolute path to an existing directory"})
+        for d in extra or []:
+            if not os.path.isabs(d) or not os.path.isdir(d):
+                raise acp.RequestError.invalid_params({"message": "additionalDirectories must be absolute paths to existing directories"})
+        try:
+            manifest = load_manifest(self.options.manifest, workspace=cwd, ad_hoc=[Path(d) for d in extra or []])
+        except ManifestError as exc:
+            raise acp.RequestError.invalid_params({"message": f"the manifest cannot be used for this workspace: {exc}"}) from None
+        sid = session_id or f"ses_{os.urandom(8).hex()}"
+        engine = Engine(manifest, broker=AcpBroker(self, sid, self.options.headless))
+        session = engine.open_session(session_id=sid, headless=self.options.headless)
+        config = self.options.model
+        loop = AgentLoop(engine, self.model, max_turn_requests=config.max_turn_requests,
+                         settings=RequestSettings(max_tokens=config.max_tokens, temperature=config.temperature,
+                                                  timeout_s=config.request_timeout_s))
+        state = _State(engine, session, loop, Translator(sid, terminal_output=self._terminal_output), cwd=cwd)
+        if self.recorder is not None:
+            self.recorder.attach(session, manifest=str(manifest.source), workspace=str(manifest.workspace), model=self.model.name)
+            loop.add_observer(self.recorder.observe)
+
+        async def forward(event: Any) -> None:
+            for update in state.translator.updates(event.to_dict()):
+                await self._send(state, update)
+            if event.type == "run_finished" and event.session_id == sid and getattr(config, "context_window", None):
+                await self._send(state, usage_update(event.usage["input_tokens"] + event.usage["output_tokens"], config.context_window))
+
+        loop.add_observer(forward)
+        self.sessions[sid] = state
+        return state
+
+    async def _send(self, state: _State, update: dict[str, Any], *, force: bool = False) -> None:
+        if not force and not state.turn_open:
+            return  # a late event of a finished turn: the client already has the reply
+        # Sent as built, not through the SDK's models: they drop nulls, and a new file's diff
+        # must carry `oldText: null`. The tests validate every message against the official schema.
+        await self.conn._conn.send_notification(acp.CLIENT_METHODS["session_update"], {"sessionId": state.session.id, "update": update})
+
+
+def _embedded(resource: Any) -> str:
+    text = getattr(resource, "text", None)
+    uri = getattr(resource, "uri", "")
+    if text is None:
+        return f"\n[Embedded binary resource: {uri}]\n"
+    return f"\nContents of {uri}:\n```\n{text}\n```\n"
+
+
+async def serve(options: AcpOptions) -> int:
+    """Run the agent on stdin/stdout until the client disconnects."""
+    from agentcore.agent.config import ModelConfigError, open_model
+
+    recorder = None
+    if options.db is not None:
+        from agentcore.recorder.store import Recorder
+
+        recorder = Recorder(options.db)
+    try:
+        async with open_model(options.model) as client:
+            agent = AgentcoreAcp(options, client, recorder)
+            reader, writer, pump = await guarded_stdio()
+            try:
+                # session/close is still marked unstable in the SDK; we implement it.
+                await acp.run_agent(agent, input_stream=writer, output_stream=reader, use_unstable_protocol=True)
+            finally:
+                pump.cancel()
+                agent.shutdown()
+    except ModelConfigError as exc:
+        print(f"agentcore acp: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if recorder is not None:
+            recorder.close()
+    return 0

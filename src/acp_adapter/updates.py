@@ -1,0 +1,187 @@
+"""Events to ACP `session/update` payloads: one translation for live turns and for `session/load`.
+
+Input is an event's JSON form (`event.to_dict()`, exactly what the recorder
+stores), so a replayed session produces the very updates the live one did.
+Output is a list of update objects in ACP's wire form (camelCase keys).
+Nothing here imports the ACP SDK.
+
+Per call: `tool_call` (pending, with title, kind, locations, rawInput) when
+it starts; `tool_call_update` to `in_progress` when it executes; output
+while it runs (terminal `_meta` for clients that opted in, else text
+content); the final update (`completed` or `failed`) with the envelope as
+`rawOutput` and its content: a diff for writes and edits, the truncated
+head and the sidecar path for reads, searches and commands, the refusal
+text and the layer for refusals. A `todos` result becomes a `plan`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+TEXT_CAP = 64 * 1024  # characters of live text output kept per call (the envelope holds the head anyway)
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+@dataclass
+class _Call:
+    kind: str
+    terminal: bool
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class Translator:
+    """Turns one session's events into updates. `session_id` is the top-level engine session."""
+
+    def __init__(self, session_id: str, *, terminal_output: bool) -> None:
+        self.session_id = session_id
+        self.terminal_output = terminal_output
+        self._calls: dict[str, _Call] = {}
+
+    def updates(self, event: dict[str, Any], *, replaying: bool = False) -> list[dict[str, Any]]:
+        handler = getattr(self, "_" + str(event.get("type")), None)
+        return handler(event, replaying) if handler is not None else []
+
+    # -- the model's messages ----------------------------------------------------------------
+    def _model_delta(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        if e["session_id"] != self.session_id:  # a subagent's thinking stays inside its task call
+            return []
+        kind = "agent_message_chunk" if e["kind"] == "text" else "agent_thought_chunk"
+        return [{"sessionUpdate": kind, "content": {"type": "text", "text": e["text"]}}]
+
+    def _message_added(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        message = e["message"]
+        if not replaying or e["session_id"] != self.session_id or message["role"] != "user":
+            return []  # a live client already shows what its user sent
+        return [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": p["text"]}}
+                for p in message["parts"] if p.get("kind") == "text"]
+
+    # -- tool calls ------------------------------------------------------------------------------
+    def _call_started(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        terminal = self.terminal_output and e["kind"] == "execute"
+        self._calls[e["call_id"]] = _Call(e["kind"], terminal)
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": e["call_id"],
+            "title": e["title"] or e["tool"],
+            "kind": e["kind"],
+            "status": "pending",
+            "locations": [{"path": loc["path"], **({"line": loc["line"]} if loc.get("line") else {})} for loc in e.get("locations") or []],
+            "rawInput": e.get("raw_input"),
+        }
+        if terminal:
+            update["content"] = [{"type": "terminal", "terminalId": e["call_id"]}]
+            update["_meta"] = {"terminal_info": {"terminal_id": e["call_id"]}}
+        return [update]
+
+    def _stage_decided(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        if e["stage"] != "execution":
+            return []
+        return [{"sessionUpdate": "tool_call_update", "toolCallId": e["call_id"], "status": "in_progress"}]
+
+    def _output_chunk(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        call = self._calls.get(e["call_id"])
+        if call is None:
+            return []
+        base = {"sessionUpdate": "tool_call_update", "toolCallId": e["call_id"]}
+        if e["stream"] == "progress":
+            call.notes.append(e["text"])
+            return [{**base, "content": [_text("\n".join(call.notes))]}]
+        if call.terminal:
+            return [{**base, "_meta": {"terminal_output": {"terminal_id": e["call_id"], "data": e["text"]}}}]
+        if len(call.output) >= TEXT_CAP:
+            return []
+        call.output = (call.output + e["text"])[:TEXT_CAP]
+        return [{**base, "content": [_text(f"```\n{call.output}\n```")]}]
+
+    def _call_finished(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        call = self._calls.pop(e["call_id"], None)
+        env = e["envelope"]
+        ok = env.get("type") == "output"
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": e["call_id"],
+            "status": "completed" if ok else "failed",
+            "content": _content(env, e.get("ui") or {}),
+            "rawOutput": env,
+        }
+        if call is not None and call.terminal:
+            data = env.get("data") if isinstance(env.get("data"), dict) else {}
+            update["content"] = [{"type": "terminal", "terminalId": e["call_id"]}, *update["content"]]
+            update["_meta"] = {"terminal_exit": {"terminal_id": e["call_id"], "exit_code": data.get("exit_code"), "signal": None}}
+        out = [update]
+        plan = _plan(env) if ok else None
+        if plan is not None:
+            out.append(plan)
+        return out
+
+    def _run_finished(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
+        return []
+
+
+# -- content of a finished call ---------------------------------------------------------------
+
+
+def _content(env: dict[str, Any], ui: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = env.get("metadata") or {}
+    if env.get("type") != "output":
+        refusal = meta.get("refusal")
+        if refusal:
+            by = f", asked by {refusal['asked_by']}" if refusal.get("asked_by") else ""
+            return [_text(f"Refused by the {refusal['layer']} layer ({refusal['code']}{by}): {env.get('error_text', '')}")]
+        return [_text(f"Failed ({meta.get('error_code')}): {env.get('error_text', '')}")]
+    diff = ui.get("diff")
+    if diff:
+        return [{"type": "diff", "path": diff["path"], "oldText": diff["old_text"], "newText": diff["new_text"]}]
+    text = _output_text(env.get("data"))
+    if meta.get("output_path"):
+        text += f"\n\n(truncated; the whole output is in {meta['output_path']})"
+    return [_text(text)] if text else []
+
+
+def _output_text(data: Any) -> str:
+    if not isinstance(data, dict):
+        return "" if data is None else json.dumps(data, ensure_ascii=False)
+    if isinstance(data.get("content"), str):  # read, web_fetch
+        return data["content"]
+    if isinstance(data.get("matches"), list):  # grep
+        return "\n".join(f"{m.get('path')}:{m.get('line')}: {m.get('text')}" for m in data["matches"])
+    if isinstance(data.get("paths"), list):  # glob
+        return "\n".join(str(p) for p in data["paths"])
+    if isinstance(data.get("output"), str):  # bash
+        return f"```\n{data['output']}\n```\nexit code {data.get('exit_code')}" + (" (timed out)" if data.get("timed_out") else "")
+    if isinstance(data.get("result"), str):  # task
+        return data["result"]
+    return json.dumps(data, ensure_ascii=False, indent=2)
+
+
+_PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "completed", "cancelled": "completed"}
+
+
+def _plan(env: dict[str, Any]) -> dict[str, Any] | None:
+    data = env.get("data")
+    todos = data.get("todos") if isinstance(data, dict) else None
+    if not isinstance(todos, list):
+        return None
+    entries = [
+        {"content": str(t.get("content", "")), "status": _PLAN_STATUS.get(str(t.get("status")), "pending"),
+         "priority": t.get("priority") if t.get("priority") in ("high", "medium", "low") else "medium"}
+        for t in todos if isinstance(t, dict)
+    ]
+    return {"sessionUpdate": "plan", "entries": entries}
+
+
+def usage_update(used: int, size: int) -> dict[str, Any]:
+    return {"sessionUpdate": "usage_update", "used": used, "size": size}
+
+
+def available_commands(skills: list[Any]) -> dict[str, Any]:
+    """Skills as slash commands (`/name`), with their one-line descriptions."""
+    return {"sessionUpdate": "available_commands_update",
+            "availableCommands": [{"name": s.name, "description": s.description or f"Use the {s.name} skill",
+                                   "input": {"hint": "what to do with it"}} for s in skills]}

@@ -1,0 +1,392 @@
+"""`agentcore acp` as an editor runs it: a subprocess driven through the SDK's client side.
+
+Every message on the wire in these tests is validated against the official
+ACP JSON Schema (npm `@agentclientprotocol/sdk`). The model is the embedded
+scripted model, so each test controls exactly what the agent does.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from acp_support import AGENTCORE, RecordingClient, Wire, acp_agent, text_block
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script(path: Path, turns: list[dict[str, Any]]) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(turns, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path: Path, write_manifest: Callable[..., Path]) -> dict[str, Any]:
+    ws = tmp_path / "ws"
+    (ws / "skills" / "review").mkdir(parents=True)
+    (ws / "a.txt").write_text("alpha\n")
+    (ws / ".env").write_text("TOKEN=x\n")
+    (ws / "skills" / "review" / "SKILL.md").write_text("---\nname: review\ndescription: Review a change carefully.\n---\nSteps.\n")
+    manifest = write_manifest({
+        "name": "acp-test",
+        "tools": ["read", "write", "edit", "bash", "todo", "skill"],
+        "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**"]},
+                     "shell": [{"cmd": "echo", "args": [{"wildcard": True}]}, {"cmd": "cat", "args": [{"wildcard": True}]}]},
+        "rules": [
+            {"permission": "read", "pattern": "*", "action": "allow"},
+            {"permission": "todo", "pattern": "*", "action": "allow"},
+            {"permission": "skill", "pattern": "*", "action": "allow"},
+            {"permission": "bash", "pattern": "*", "action": "allow"},
+            {"permission": "read", "pattern": "{workspace}/.env", "action": "deny"},
+        ],
+        "skills": {"paths": ["{workspace}/skills"]},
+        "model": {"context_window": 100000},
+    })
+    return {"tmp": tmp_path, "ws": ws, "manifest": manifest, "db": tmp_path / "sessions.db"}
+
+
+def _args(setup: dict[str, Any], script: Path, *extra: str) -> list[str]:
+    return ["--manifest", str(setup["manifest"]), "--model", f"script:{script}", "--db", str(setup["db"]), *extra]
+
+
+TOUR = [
+    {"reasoning": "Let me look.", "text": "Looking at the files.", "tool_calls": [
+        {"tool": "read", "args": {"path": "a.txt"}},
+        {"tool": "read", "args": {"path": ".env"}},
+        {"tool": "write", "args": {"path": "new.txt", "content": "fresh\n"}},
+        {"tool": "edit", "args": {"path": "a.txt", "old_string": "alpha", "new_string": "omega"}},
+        {"tool": "todo", "args": {"todos": [{"content": "check the files", "status": "in_progress"}]}},
+        {"tool": "bash", "args": {"command": "echo hello"}},
+    ]},
+    {"text": "All done."},
+]
+
+
+async def test_a_prompt_streams_every_kind_of_update_in_order(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "tour.yaml", TOUR)
+    client, wire = RecordingClient(), Wire()
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"], wire=wire) as (conn, _proc):
+        init = await conn.initialize(protocol_version=1)
+        assert init.protocol_version == 1 and init.agent_capabilities.load_session
+        assert init.agent_info.name == "agentcore"
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        assert {o.root.id if hasattr(o, "root") else o.id for o in new.config_options} == {"mode", "model"}
+        done = await conn.prompt(session_id=new.session_id, prompt=[text_block("look around")])
+    assert done.stop_reason == "end_turn" and done.usage.output_tokens > 0
+    kinds = client.kinds()
+    assert kinds[0] == "available_commands_update"
+    assert client.updates[0]["availableCommands"][0]["name"] == "review"
+    assert {"agent_thought_chunk", "agent_message_chunk", "tool_call", "tool_call_update", "plan", "usage_update"} <= set(kinds)
+    calls = [u for u in client.updates if u["sessionUpdate"] == "tool_call"]
+    assert [c["kind"] for c in calls] == ["read", "read", "edit", "edit", "other", "execute"]
+    assert all(c["status"] == "pending" and c["title"] for c in calls)
+    assert calls[0]["locations"] == [{"path": str(setup["ws"] / "a.txt"), "line": 1}]
+    assert calls[0]["rawInput"] == {"path": "a.txt"}
+    read_ok, env_refused, write, edit, todo, bash = (c["toolCallId"] for c in calls)
+    # Each call: pending, then in_progress (unless refused first), then completed or failed.
+    assert [u.get("status") for u in client.tool_updates(read_ok)] == ["pending", "in_progress", "completed"]
+    assert client.tool_updates(read_ok)[-1]["content"][0]["content"]["text"] == "alpha\n"
+    refused = client.tool_updates(env_refused)[-1]
+    assert refused["status"] == "failed" and "permission layer" in refused["content"][0]["content"]["text"]
+    assert refused["rawOutput"]["metadata"]["refusal"]["layer"] == "permission"
+    # Diffs: a new file has oldText null on the wire; an edit shows both sides.
+    (new_diff,) = client.tool_updates(write)[-1]["content"]
+    assert new_diff == {"type": "diff", "path": str(setup["ws"] / "new.txt"), "newText": "fresh\n"}
+    raw_write = next(m for s, m in wire.messages if s == "agent" and m.get("params", {}).get("update", {}).get("toolCallId") == write
+                     and m["params"]["update"].get("status") == "completed")
+    assert raw_write["params"]["update"]["content"][0]["oldText"] is None
+    assert client.tool_updates(edit)[-1]["content"][0] == {"type": "diff", "path": str(setup["ws"] / "a.txt"), "oldText": "alpha\n", "newText": "omega\n"}
+    plan = next(u for u in client.updates if u["sessionUpdate"] == "plan")
+    assert plan["entries"] == [{"content": "check the files", "status": "in_progress", "priority": "medium"}]
+    bash_updates = client.tool_updates(bash)
+    assert any("hello" in json.dumps(u.get("content")) for u in bash_updates[2:-1])  # streamed while it ran
+    assert bash_updates[-1]["status"] == "completed"
+    usage = [u for u in client.updates if u["sessionUpdate"] == "usage_update"]
+    assert usage[-1]["size"] == 100000 and usage[-1]["used"] == done.usage.total_tokens
+    assert client.permissions[0]["tool_call_id"] in (write, edit)  # write and edit are not allowed by a rule: asked
+    assert wire.validate() > 20
+
+
+async def test_a_permission_request_follows_its_tool_call_and_names_what_is_remembered(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [
+        {"tool_calls": [{"tool": "write", "args": {"path": "x.txt", "content": "1"}}]},
+        {"tool_calls": [{"tool": "write", "args": {"path": "x.txt", "content": "2"}}]},
+        {"tool_calls": [{"tool": "write", "args": {"path": "y.txt", "content": "3"}}]},
+        {"text": "ok"},
+    ])
+    answers = iter(["allow_always", "reject_once"])
+    client, wire = RecordingClient(answer=lambda tc: next(answers)), Wire()
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"], wire=wire) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    # Two requests: x.txt the first time (answered "always"), y.txt; never the second x.txt.
+    assert [p["tool_call_id"] for p in client.permissions] == ["call_1", "call_3"]
+    first = client.permissions[0]
+    target = setup["ws"] / "x.txt"
+    assert first["options"] == [
+        ("allow_once", "Allow once", "allow_once"),
+        ("allow_always", f"Always allow writing {target} with write in this session", "allow_always"),
+        ("reject_once", "Reject", "reject_once"),
+        ("reject_always", f"Always reject writing {target} with write in this session", "reject_always"),
+    ]
+    # The tool_call for the call was on the wire before its permission request.
+    assert any(u.get("toolCallId") == "call_1" and u["sessionUpdate"] == "tool_call" for u in client.updates[: first["updates_before"]])
+    assert (setup["ws"] / "x.txt").read_text() == "2"
+    assert not (setup["ws"] / "y.txt").exists()
+    rejected = client.tool_updates("call_3")[-1]
+    assert rejected["status"] == "failed" and rejected["rawOutput"]["metadata"]["refusal"]["code"] == "rejected"
+    wire.validate()
+
+
+async def test_headless_sends_no_permission_request(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "x.txt", "content": "1"}}]}, {"text": "ok"}])
+    client = RecordingClient()
+    async with acp_agent(client, *_args(setup, script, "--headless"), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    assert client.permissions == []
+    assert client.tool_updates("call_1")[-1]["rawOutput"]["metadata"]["refusal"]["code"] == "headless"
+    assert not (setup["ws"] / "x.txt").exists()
+
+
+# -- cancel -----------------------------------------------------------------------------------------
+
+
+async def test_cancel_during_a_permission_request(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "x.txt", "content": "1"}}]}, {"text": "never"}])
+    state: dict[str, Any] = {}
+
+    async def on_permission(tool_call: Any) -> None:
+        await state["conn"].cancel(session_id=state["sid"])  # the client cancels, then answers `cancelled`
+
+    client, wire = RecordingClient(answer=lambda tc: "cancelled", on_permission=on_permission), Wire()
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"], wire=wire) as (conn, _proc):
+        state["conn"] = conn
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        state["sid"] = new.session_id
+        done = await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+        after = len(client.updates)
+        await conn.list_sessions()  # a round trip: anything sent after the reply would have arrived by now
+    assert done.stop_reason == "cancelled"
+    assert client.tool_updates("call_1")[-1]["status"] == "failed"
+    assert len(client.updates) == after  # no update of the turn after its reply
+    assert not (setup["ws"] / "x.txt").exists()
+    wire.validate()
+
+
+async def test_cancel_during_a_long_command_kills_it(setup: dict[str, Any]) -> None:
+    os.mkfifo(setup["ws"] / "gate")
+    script = _script(setup["tmp"] / "s.yaml", [{"tool_calls": [{"tool": "bash", "args": {"command": "echo started; cat gate"}}]}, {"text": "never"}])
+    state: dict[str, Any] = {}
+
+    async def on_update(update: dict[str, Any]) -> None:
+        if "started" in json.dumps(update.get("content", "")) and not state.get("sent"):
+            state["sent"] = True
+            await state["conn"].cancel(session_id=state["sid"])
+
+    client = RecordingClient(on_update=on_update)
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"]) as (conn, _proc):
+        state["conn"] = conn
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        state["sid"] = new.session_id
+        with anyio.fail_after(60):
+            done = await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    assert done.stop_reason == "cancelled"
+    final = client.tool_updates("call_1")[-1]
+    assert final["status"] == "failed" and final["rawOutput"]["metadata"]["error_code"] == "aborted"
+    with pytest.raises(OSError) as exc:  # nobody reads the FIFO any more: the command is dead
+        os.open(setup["ws"] / "gate", os.O_WRONLY | os.O_NONBLOCK)
+    assert exc.value.errno == errno.ENXIO
+
+
+async def test_terminal_output_for_clients_that_opt_in(setup: dict[str, Any]) -> None:
+    from acp import schema
+
+    script = _script(setup["tmp"] / "s.yaml", [{"tool_calls": [{"tool": "bash", "args": {"command": "echo hello"}}]}, {"text": "ok"}])
+    client, wire = RecordingClient(), Wire()
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"], wire=wire) as (conn, _proc):
+        await conn.initialize(protocol_version=1, client_capabilities=schema.ClientCapabilities(field_meta={"terminal_output": True}))
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    updates = client.tool_updates("call_1")
+    assert updates[0]["content"] == [{"type": "terminal", "terminalId": "call_1"}]
+    assert updates[0]["_meta"]["terminal_info"]["terminal_id"] == "call_1"
+    streamed = "".join(u["_meta"]["terminal_output"]["data"] for u in updates if "terminal_output" in u.get("_meta", {}))
+    assert streamed == "hello\n"
+    assert updates[-1]["_meta"]["terminal_exit"] == {"terminal_id": "call_1", "exit_code": 0, "signal": None}
+    wire.validate()
+
+
+# -- session/load, list, close ---------------------------------------------------------------------
+
+
+def _comparable(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Updates without what differs from run to run (durations) and without available commands."""
+    out = []
+    for u in updates:
+        if u["sessionUpdate"] in ("available_commands_update", "user_message_chunk", "usage_update"):
+            continue
+        u = json.loads(json.dumps(u))
+        if isinstance(u.get("rawOutput"), dict):
+            u["rawOutput"].get("metadata", {}).pop("duration_ms", None)
+        out.append(u)
+    return out
+
+
+async def test_session_load_replays_what_the_live_session_showed_then_continues(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [
+        *TOUR,
+        {"tool_calls": [{"tool": "write", "args": {"path": "new.txt", "content": "again\n"}}]},  # asked before: remembered
+        {"text": "continued"},
+    ])
+    answers = iter(["allow_always", "allow_once"])
+    live = RecordingClient(answer=lambda tc: next(answers))
+    async with acp_agent(live, *_args(setup, script), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("look around")])
+    # A new agent process, a new client: load the session.
+    replay, wire = RecordingClient(), Wire()
+    rest = _script(setup["tmp"] / "rest.yaml", TOUR[:0] + [
+        {"tool_calls": [{"tool": "write", "args": {"path": "new.txt", "content": "again\n"}}]},
+        {"text": "continued"},
+    ])
+    async with acp_agent(replay, *_args(setup, rest), cwd=setup["tmp"], wire=wire) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        listed = await conn.list_sessions()
+        assert [s.session_id for s in listed.sessions] == [sid]
+        await conn.load_session(cwd=str(setup["ws"]), session_id=sid, mcp_servers=[])
+        replayed = list(replay.updates)
+        done = await conn.prompt(session_id=sid, prompt=[text_block("again")])
+        await conn.close_session(session_id=sid)
+    assert [u for u in replayed if u["sessionUpdate"] == "user_message_chunk"][0]["content"]["text"] == "look around"
+    assert _comparable(replayed) == _comparable(live.updates)
+    # The remembered "always" answer came back with the session: no request for the same write.
+    assert done.stop_reason == "end_turn" and replay.permissions == []
+    assert (setup["ws"] / "new.txt").read_text() == "again\n"
+    wire.validate()
+
+
+async def test_bad_requests_get_errors_and_the_connection_stays_up(setup: dict[str, Any]) -> None:
+    import acp
+
+    script = _script(setup["tmp"] / "s.yaml", [{"hang": True, "text": "slow"}])
+    client = RecordingClient()
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        with pytest.raises(acp.RequestError):
+            await conn.new_session(cwd="relative/path", mcp_servers=[])
+        with pytest.raises(acp.RequestError) as mcp_exc:
+            from acp import schema
+
+            await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[schema.McpServerStdio(name="x", command="/bin/true", args=[], env=[])])
+        assert "MCP" in json.dumps(mcp_exc.value.data)
+        with pytest.raises(acp.RequestError):
+            await conn.prompt(session_id="ses_unknown", prompt=[text_block("x")])
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(conn.prompt, new.session_id, [text_block("first")])
+            while not any(u["sessionUpdate"] == "agent_message_chunk" for u in client.updates):
+                await anyio.wait_all_tasks_blocked()  # until the first prompt is streaming
+            with pytest.raises(acp.RequestError) as second:
+                await conn.prompt(session_id=new.session_id, prompt=[text_block("second")])
+            assert "already running" in json.dumps(second.value.data)
+            await conn.cancel(session_id=new.session_id)
+
+
+def _raw(setup: dict[str, Any], script: Path, lines: list[bytes]) -> list[dict[str, Any]]:
+    proc = subprocess.run([AGENTCORE, "acp", *_args(setup, script)], input=b"".join(lines), capture_output=True, timeout=120, cwd=setup["tmp"])
+    return [json.loads(x) for x in proc.stdout.splitlines() if x.strip()]
+
+
+def test_malformed_json_and_a_50_mb_line_get_errors_not_a_crash(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [{"text": "x"}])
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}).encode() + b"\n"
+    huge = b'{"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {"cwd": "' + b"a" * (50 * 1024 * 1024) + b'"}}\n'
+    after = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/list", "params": {}}).encode() + b"\n"
+    replies = _raw(setup, script, [b"this is not json\n", init, huge, b'{"jsonrpc": "2.0", "id": 9, "method": 5}\n', after])
+    by_id = {r.get("id"): r for r in replies}
+    assert "result" in by_id[1]  # initialize answered after the garbage
+    assert any("error" in r and r.get("id") is None for r in replies)  # the parse error got an error response
+    assert "result" in by_id[3]  # and the connection was still up after the 50 MB line
+    assert 2 not in by_id or "error" in by_id[2] or "result" in by_id[2]
+
+
+async def test_a_disconnect_aborts_the_session_and_the_recording_stays_consistent(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [{"reasoning": "thinking", "hang": True, "text": "this stalls"}])
+    client = RecordingClient()
+    proc_ref: dict[str, Any] = {}
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"]) as (conn, proc):
+        proc_ref["proc"] = proc
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        async with anyio.create_task_group() as tg:
+            async def prompt() -> None:
+                try:
+                    await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+                except Exception:
+                    pass  # the connection goes away under it
+
+            tg.start_soon(prompt)
+            while not client.updates or client.updates[-1]["sessionUpdate"] != "agent_message_chunk":
+                await anyio.wait_all_tasks_blocked()
+            proc.stdin.close()  # the client disconnects
+            with anyio.fail_after(30):
+                await proc.wait()
+            tg.cancel_scope.cancel()
+    assert proc_ref["proc"].returncode == 0
+    db = sqlite3.connect(setup["db"])
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    (stop,) = db.execute("SELECT stop_reason FROM runs").fetchone()
+    assert stop == "cancelled"
+
+
+# -- a real third-party client -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["--approve-all", "--deny-all"])
+def test_acpx_drives_a_session_end_to_end(setup: dict[str, Any], policy: str) -> None:
+    """acpx (npm) runs `agentcore acp` as its agent; its JSON output is the wire log."""
+    from acp_support import acpx_bin
+
+    script = _script(setup["tmp"] / "s.yaml", [
+        {"text": "Reading.", "tool_calls": [{"tool": "read", "args": {"path": "a.txt"}},
+                                            {"tool": "write", "args": {"path": "b.txt", "content": "new\n"}}]},
+        {"text": "Done."},
+    ])
+    agent = " ".join([AGENTCORE, "acp", *_args(setup, script)])
+    done = subprocess.run([acpx_bin(), "--format", "json", policy, "--cwd", str(setup["ws"]), "--agent", agent, "exec", "hi"],
+                          capture_output=True, text=True, timeout=120, cwd=setup["tmp"])
+    # acpx exits 5 (its PERMISSION_DENIED) when it denied a request, 0 otherwise.
+    assert done.returncode == (0 if policy == "--approve-all" else 5), done.stderr
+    messages = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    result = next(m["result"] for m in messages if m.get("id") == 2 and "result" in m)
+    assert result["stopReason"] == "end_turn"
+    updates = [m["params"]["update"] for m in messages if m.get("method") == "session/update"]
+    finals = {u["toolCallId"]: u["status"] for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") in ("completed", "failed")}
+    asked = [m for m in messages if m.get("method") == "session/request_permission"]
+    assert [a["params"]["toolCall"]["toolCallId"] for a in asked] == ["call_2"]  # read is allowed by a rule; write asks
+    if policy == "--approve-all":
+        assert finals == {"call_1": "completed", "call_2": "completed"}
+        assert (setup["ws"] / "b.txt").read_text() == "new\n"
+    else:
+        assert finals == {"call_1": "completed", "call_2": "failed"}
+        assert not (setup["ws"] / "b.txt").exists()
+    assert Wire.from_log(messages).validate() == len(messages)
