@@ -308,15 +308,20 @@ def awk_argv(draw: st.DrawFn) -> list[str]:
         sep = draw(st.sampled_from(["; ", "\n", " ;\n"]))
         rules.append(pattern + "{ " + sep.join(body) + " }")
     program = draw(st.sampled_from(["\n", " "])).join(rules)
-    opts = draw(st.lists(st.sampled_from(["-v", "-F:", "--sandbox", "-S", "--", "-W interactive"]), max_size=2,
-                         unique=True))
+    opts = draw(st.lists(st.sampled_from(["-v", "-F:", "--sandbox", "-S", "--", "-W interactive", "-i /dev/null",
+                                          "-W san"]), max_size=2, unique=True))
     argv: list[str] = []
     for o in opts:
         argv += ["-v", "v=1"] if o == "-v" else o.split()
     if "--" in argv:
         argv.remove("--")
         argv.append("--")
-    return [*argv, program, "in.txt"]
+    how = draw(st.sampled_from(["operand", "operand", "-e", "--source=", "-W source=", "--so"]))
+    if how == "operand":
+        return [*argv, program, "in.txt"]
+    if how in ("-e", "--so"):
+        return [*argv, how, program, "in.txt"]
+    return [*argv, *how.split()[:-1], how.split()[-1] + program, "in.txt"]
 
 
 # --- the generated tests ----------------------------------------------------------------------------
@@ -364,6 +369,9 @@ ISSUE_FORMS: list[tuple[list[str], str, str]] = [
     (["mawk", 'BEGIN { system\\\n("mark") }'], "MARKER", "awk"),
     # awk: a statement after `if (…)` that gawk reads as a regex and an old reader as a string
     (["gawk", 'BEGIN { if (1) /"/ ; system("mark") ; /"/ }'], "MARKER", "awk"),
+    # awk: the program given through -W source=, or next to an -i library
+    (["gawk", "-W", 'source=BEGIN { system("mark") }'], "MARKER", "awk"),
+    (["gawk", "-i", "/dev/null", 'BEGIN { system("mark") }'], "MARKER", "awk"),
     # sed: labels, branches and `v` followed directly by w / e
     (["sed", "-n", "b x w out1", "in.txt"], "out1", "sed"),
     (["sed", "-n", ":a w out1", "in.txt"], "out1", "sed"),
@@ -451,13 +459,14 @@ UNCLEAR: list[list[str]] = [
     ["sed", "s/unterminated", "in.txt"],
     ["sed", "--bogus", "p", "in.txt"],
     ["sed", "--s", "p", "in.txt"],  # ambiguous abbreviation
-    ["sed", "bL\r;w out1", "in.txt"],  # a label with a carriage return: old seds end it there
+    ["sed", "bL\rp", "in.txt"],  # a label with a carriage return: old seds end it there
     ["gawk", "{ gsub(/[/]/, \"x\") } 1", "in.txt"],
     ["gawk", "BEGIN { x = 0x1F }"],
     ["gawk", "BEGIN { awk::x = 1 }"],
     ["mawk", "BEGIN { x = 1 \f }"],
     ["gawk", "BEGIN { x = 1; x++ /2/ 1 }"],
     ["gawk", "--frobnicate", "{ print }", "in.txt"],
+    ["gawk", "-i", "lib.awk", "{ print }", "in.txt"],  # a library from a file; the program is the operand
     ["mawk", "{ print }", "in.txt", "-f", "x"],
     ["gawk", "{ print \"unterminated }"],
 ]
@@ -468,6 +477,19 @@ def test_what_the_reader_cannot_classify_is_asked(argv: list[str]) -> None:
     with Scratch() as s:
         v = verdict(argv, s.root)
     assert (v.action, v.category) == ("ask", "code_execution_wrapper"), v.reason
+
+
+def test_constructs_sed_versions_read_differently_are_denied_when_any_version_writes(gnu_sed: str) -> None:
+    # GNU sed 4.3+ reads `[/]` as a bracket expression; older seds end the regex at its `/` and so read
+    # the rest as flags. Both readings are judged: here the installed sed writes, so it is denied.
+    for argv in (["sed", "s/[[:alpha:]/]/x/w out1", "in.txt"], ["sed", "bL\rw out1", "in.txt"]):
+        with Scratch() as s:
+            v = verdict(argv, s.root)
+        assert (v.action, v.category) == ("deny", "code_execution_wrapper"), argv
+    argv = ["sed", "s/[[:alpha:]/]/x/w out1", "in.txt"]
+    with Scratch() as s:
+        s.run(argv)
+        assert (s.root / "out1").exists()  # control
 
 
 def test_with_posixly_correct_the_first_operand_is_the_script(gnu_sed: str) -> None:

@@ -36,7 +36,8 @@ class _Unclear(Exception):
 
 
 class _Ambiguous(_Unclear):
-    """A `/` that awks read differently (regex or division): both readings are judged."""
+    """A `/` that awks read differently (regex or division), or a bracket expression holding `/` or a
+    backslash (bracket or plain characters): both readings are judged."""
 
     def __init__(self, pos: int) -> None:
         super().__init__(pos)
@@ -77,7 +78,7 @@ class _Lexer:
 
     def __init__(self, text: str, forced: dict[int, str] | None = None) -> None:
         self.s = text
-        self.forced = forced or {}  # position of an ambiguous `/` -> the reading to take there
+        self.forced = forced or {}  # position of an ambiguous `/` or `[` -> the reading to take there
         self.i = 0
         self.toks: list[_Tok] = []
         self.parens: list[bool] = []  # per open `(`: does it open an if/while/for/switch header?
@@ -138,8 +139,15 @@ class _Lexer:
         raise _Unclear
 
     def _bracket(self, j: int) -> int:
-        """Index after the bracket expression opened at `j`; a `/`, `\\` or newline inside is unclear
-        (awks disagree about them there, and with them about where the regex ends)."""
+        """Index after the bracket expression opened at `j`.
+
+        A `/`, backslash or newline inside one is read differently by awks (and with it where the regex
+        ends): the first time, raise _Ambiguous so that both readings are judged, as a bracket expression
+        (`/` literal, backslash escaping) and as plain characters.
+        """
+        mode = self.forced.get(j)
+        if mode == "plain":
+            return j + 1
         s = self.s
         k = j + 1
         if s[k:k + 1] == "^":
@@ -148,12 +156,19 @@ class _Lexer:
             k += 1
         while k < len(s):
             c = s[k]
-            if c in "/\\\n":
+            if c == "\n":
                 raise _Unclear
+            if c in "/\\" and mode is None:
+                raise _Ambiguous(j)
+            if c == "\\":
+                k += 2
+                continue
             if c == "[" and s[k + 1:k + 2] in (":", ".", "="):
                 end = s.find(s[k + 1] + "]", k + 2)
-                if end < 0 or any(x in s[k:end] for x in "/\\\n"):
+                if end < 0 or "\n" in s[k:end]:
                     raise _Unclear
+                if mode is None and any(x in s[k:end] for x in "/\\"):
+                    raise _Ambiguous(j)
                 k = end + 2
                 continue
             if c == "]":
@@ -268,7 +283,10 @@ def _read_program(text: str) -> _Program:
             lexer.run()
         except _Ambiguous as amb:
             unclear = True
-            pending += [{**forced, amb.pos: "regex"}, {**forced, amb.pos: "division"}]
+            if text[amb.pos] == "[":
+                pending += [{**forced, amb.pos: "bracket"}, {**forced, amb.pos: "plain"}]
+            else:
+                pending += [{**forced, amb.pos: "regex"}, {**forced, amb.pos: "division"}]
         except _Unclear:
             unclear = True
         found.append(_judge_tokens(lexer.toks))
@@ -331,7 +349,7 @@ def _safe_target(toks: list[_Tok], k: int) -> bool:
 # library), write (writes a file), debug (the interactive debugger), sandbox.
 _GAWK_LONG: dict[str, str] = {
     "--assign": "value", "--field-separator": "value", "--source": "prog", "--file": "file", "--exec": "file",
-    "--include": "file", "--load": "load", "--dump-variables": "write", "--profile": "write",
+    "--include": "include", "--load": "load", "--dump-variables": "write", "--profile": "write",
     "--pretty-print": "write", "--debug": "debug", "--sandbox": "sandbox", "--bignum": "flag",
     "--characters-as-bytes": "flag", "--copyright": "flag", "--csv": "flag", "--gen-pot": "flag", "--help": "flag",
     "--lint": "flag", "--lint-old": "flag", "--no-optimize": "flag", "--non-decimal-data": "flag",
@@ -340,7 +358,7 @@ _GAWK_LONG: dict[str, str] = {
 }
 _GAWK_LONG_NEEDS_VALUE = frozenset({"--assign", "--field-separator", "--source", "--file", "--exec", "--include",
                                     "--load"})
-_SHORT_REQUIRED = {"F": "value", "v": "value", "f": "file", "e": "prog", "E": "file", "i": "file", "l": "load",
+_SHORT_REQUIRED = {"F": "value", "v": "value", "f": "file", "e": "prog", "E": "file", "i": "include", "l": "load",
                    "W": "W"}
 _SHORT_OPTIONAL = {"d": "write", "D": "debug", "L": "flag", "o": "write", "p": "write"}
 _SHORT_FLAGS = frozenset("bcCghIMNnOPrstV")
@@ -352,14 +370,17 @@ class _AwkArgs:
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour  # gawk, mawk, or any (`awk`, `nawk`, … may be either)
         self.programs: list[str] = []
-        self.from_file = self.debug = self.unclear = self.writes = self.loads = self.sandbox = False
+        self.from_file = self.program_from_file = False
+        self.debug = self.unclear = self.writes = self.loads = self.sandbox = False
         self.operands: list[str] = []
 
     def apply(self, meaning: str, value: str | None) -> None:
         if meaning == "prog":
             self.programs.append(value or "")
         elif meaning == "file":
-            self.from_file = True
+            self.from_file = self.program_from_file = True
+        elif meaning == "include":
+            self.from_file = True  # a library: the program itself still comes from -e or the first operand
         elif meaning == "load":
             self.loads = True
         elif meaning == "write":
@@ -383,7 +404,7 @@ class _AwkArgs:
                 break
             i = self._long(a, args, i) if a.startswith("--") else self._short(a, args, i)
         rest = list(args[i:])
-        if not self.programs and not self.from_file and rest:
+        if not self.programs and not self.program_from_file and rest:
             self.programs.append(rest.pop(0))
         self.operands = rest
         if any(len(o) > 1 and o.startswith("-") for o in rest):
@@ -437,10 +458,12 @@ class _AwkArgs:
         if len({t for _, t in views}) > 1:
             self.apply("unclear", None)  # the awks disagree on whether the next word is consumed
             return i
-        next_word = args[i] if views[0][1] and i < len(args) else None
+        takes = views[0][1]
+        # the option's value: the next word, or what follows `=` (`-W source=TEXT`)
+        value_word = (args[i] if i < len(args) else "") if takes else value.partition("=")[2]
         for meaning, _ in views:
-            self.apply(meaning, next_word)
-        return i + 1 if views[0][1] else i
+            self.apply(meaning, value_word)
+        return i + 1 if takes else i
 
 
 def _w_as_gawk(value: str) -> tuple[str, bool]:

@@ -45,10 +45,27 @@ _SIMPLE = frozenset("=dDFgGhHnNpPzx")  # commands without an argument
 _SPACE = " \t\n\r\v\f"
 
 
+class _Reading(NamedTuple):
+    """How one sed version reads the constructs that differ between versions."""
+
+    strict: bool  # stop (unclassifiable) at any construct that versions read differently
+    brackets: bool  # a regex skips bracket expressions, where the delimiter is literal (GNU sed 4.3+)
+    atomic_c: bool  # `\c` and the next character are one escape in a regex (after GNU sed 4.9)
+    label_ends: str  # the characters that end a label
+
+
+_STRICT = _Reading(True, True, False, " \t\n;}#")
+# Judged too, so that a construct sed versions read differently is denied when any of them would run
+# or write, and asked otherwise: GNU sed 4.3 to 4.9, later versions, and older ones.
+_VERSIONS = (_Reading(False, True, False, " \t\n;}#"), _Reading(False, True, True, " \t\n;}#"),
+             _Reading(False, False, False, " \t\n\r\v\f;}#"))
+
+
 class _SedReader:
     """Reads the -e scripts of one sed call in order, carrying a/i/c text across them as GNU sed does."""
 
-    def __init__(self) -> None:
+    def __init__(self, reading: _Reading = _STRICT) -> None:
+        self.reading = reading
         self.s = ""
         self.i = 0
         self.pending_text = False
@@ -163,9 +180,14 @@ class _SedReader:
                 return
             if c == "\\":
                 c = self._next()
-                if c is None or (regex and c == "c"):
-                    raise _Unclear  # newer seds read `\c` and the next character as one escape
-            elif c == "[" and regex:
+                if c is None:
+                    raise _Unclear
+                if regex and c == "c":  # newer seds read `\c` and the next character as one escape
+                    if self.reading.strict:
+                        raise _Unclear
+                    if self.reading.atomic_c and self._next() is None:
+                        raise _Unclear
+            elif c == "[" and regex and self.reading.brackets:
                 self._bracket(delim)
 
     def _bracket(self, delim: str) -> None:
@@ -176,7 +198,7 @@ class _SedReader:
         if c == "]":
             c = self._next()
         while True:
-            if c is None or c == "\n" or c == delim:
+            if c is None or c == "\n" or (c == delim and self.reading.strict):
                 raise _Unclear
             if c == "[" and self.s[self.i:self.i + 1] in (":", ".", "="):
                 close = self.s[self.i] + "]"
@@ -192,11 +214,11 @@ class _SedReader:
         """A label or version: up to a blank, newline, `;`, `}` or `#`, which stays for the next command."""
         c = self._nonblank()
         start = self.i - 1 if c is not None else self.i
-        while c is not None and c not in " \t\n;}#":
+        while c is not None and c not in self.reading.label_ends:
             c = self._next()
         self._back(c)
         label = self.s[start:self.i]
-        if any(not ("!" <= ch <= "~") for ch in label):
+        if self.reading.strict and any(not ("!" <= ch <= "~") for ch in label):
             raise _Unclear  # older seds end labels at any white space
         return label
 
@@ -410,19 +432,31 @@ class _SedScan:
         return i
 
 
-def _read_scripts(chunks: Sequence[str]) -> tuple[_SedReader, bool]:
-    """Read the scripts in order as one program: (what was read, could the reader not classify all of it).
-
-    What was read before a point the reader cannot classify still counts: GNU sed has opened the `w`
-    files of everything it compiled before it stops at an error.
-    """
-    reader = _SedReader()
+def _read_once(chunks: Sequence[str], reading: _Reading) -> tuple[_SedReader, bool]:
+    reader = _SedReader(reading)
     try:
         for chunk in chunks:
             reader.feed(chunk)
     except _Unclear:
         return reader, True
     return reader, False
+
+
+def _read_scripts(chunks: Sequence[str]) -> tuple[_SedReader, bool]:
+    """Read the scripts in order as one program: (what was read, could the reader not classify all of it).
+
+    What was read before a point the reader cannot classify still counts: GNU sed has opened the `w`
+    files of everything it compiled before it stops at an error. When the strict reading stops, the
+    script is also read as each sed version would read it, and what any of them finds counts.
+    """
+    reader, unclear = _read_once(chunks, _STRICT)
+    if unclear:
+        for reading in _VERSIONS:
+            other, _ = _read_once(chunks, reading)
+            reader.runs = reader.runs or other.runs
+            reader.writes = reader.writes or other.writes
+            reader.reads += other.reads
+    return reader, unclear
 
 
 def _sed(ctx: _Ctx, args: Sequence[str]) -> None:
