@@ -108,7 +108,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
     "gcc": [("gcc -wrapper ./x,y a.c", "deny", CODE), ("gcc -fplugin=./p.so a.c", "deny", CODE),
             ("gcc -specs=./s a.c", "deny", CODE), ("gcc -B./evil a.c", "deny", CODE),
             ("x86_64-linux-gnu-gcc-12 -wrapper ./x a.c", "deny", CODE), ("gcc @opts a.c", "ask", CODE),
-            ("gcc -Wl,-plugin,./p.so a.c", "deny", CODE), ("gcc -O2 -Wall -o a a.c", "allow", ""),
+            ("gcc -Wl,-plugin,./p.so a.c", "deny", CODE), ("gcc -Wp,-fplugin=./p.so a.c", "deny", CODE), ("gcc -O2 -Wall -o a a.c", "allow", ""),
             ("gcc -Wl,-rpath,/opt/lib a.c", "allow", "")],
     "clang": [("clang -Xclang -load -Xclang ./p.so a.c", "deny", CODE), ("clang -fuse-ld=./ld a.c", "deny", CODE),
               ("clang-16 -fpass-plugin=./p.so a.c", "deny", CODE), ("clang -fuse-ld=lld a.c", "allow", ""),

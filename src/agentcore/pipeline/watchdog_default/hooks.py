@@ -112,13 +112,15 @@ def _compiler(ctx: _Ctx, args: Sequence[str]) -> None:
                 ctx.add("code_execution_wrapper", "deny", "a compiler option that runs or loads a program")
                 return
             i += 1
-        elif a.startswith("-Wl,") and _linker_items_load(a[4:].split(",")):
-            ctx.add("code_execution_wrapper", "deny", "a linker option that loads a plugin")
+        elif a.startswith(("-Wl,", "-Wp,", "-Wa,")) and _passed_items_load(a[4:].split(",")):
+            ctx.add("code_execution_wrapper", "deny", "an option passed to the linker, preprocessor or assembler "
+                    "that loads a plugin")
             return
 
 
-def _linker_items_load(items: Sequence[str]) -> bool:
-    return any(_CC_PLUGIN.match(x) or x.startswith("@") for x in items)
+def _passed_items_load(items: Sequence[str]) -> bool:
+    """Items of -Wl,/-Wp,/-Wa, (handed to ld, cc1 or as) that load a plugin or read options from a file."""
+    return any(_CC_PLUGIN.match(x) or x.startswith(("@", "-fplugin", "-fpass-plugin")) for x in items)
 
 
 def _linker(ctx: _Ctx, args: Sequence[str]) -> None:

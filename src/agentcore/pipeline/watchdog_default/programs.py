@@ -168,7 +168,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program(_names("gcc cc c++ g++ clang clang++"), CODE, "deny, ask", "compiler drivers, also with a target "
             "prefix or version suffix (x86_64-linux-gnu-gcc-12): -wrapper, -fplugin, -fpass-plugin, -specs, "
             "-B/--prefix, --gcc-toolchain, --gcc-install-dir, --ld-path, -fuse-ld=PATH, -ccc-…, -Xclang/-Xlinker "
-            "-load/-plugin and -Wl,-plugin run or load programs (deny); @file options ask", _compiler),
+            "-load/-plugin and -Wl,/-Wp,/-Wa, plugins run or load programs (deny); @file options ask", _compiler),
     Program(_names("ld ld.bfd ld.gold ld.lld lld gold mold"), CODE, "deny, ask", "linkers, also with a target prefix "
             "or version suffix: -plugin loads a library and mold -run runs a command (deny); @file options ask",
             _linker),
