@@ -16,7 +16,10 @@ or a continuation cannot hide anything:
   `getline <` would read);
 - ask, code_execution_wrapper: a program read from a file, the debugger,
   and anything the reader cannot classify (an unknown option, a character
-  awk would not accept, a `/` whose meaning differs between awks).
+  awk would not accept). Where awks read the text differently (a `/` after
+  `if (…)` or `x++`, a `/` inside a regex bracket expression) every reading
+  is judged, so a command any of them would run is denied, and the rest is
+  asked.
 
 `--sandbox` (`-S`) is honoured only under the name `gawk`: mawk refuses the
 option and the one-true-awk ignores it and runs the program anyway.

@@ -144,8 +144,8 @@ class _SedReader:
                 c = self._nonblank()
             self._back(c)
             return True
-        if c.isdigit() or c in "+~":
-            self._integer(c if c.isdigit() else self._nonblank())
+        if "0" <= c <= "9" or c in "+~":
+            self._integer(c if c not in "+~" else self._nonblank())
             c = self._nonblank()
             if c == "~":
                 self._integer(self._nonblank())
