@@ -205,7 +205,7 @@ REFUSED: list[tuple[str, str, str]] = [
     (f"sed '/x/W {MARK}' src/a.py", "deny", CODE),
     (f"sed -e p -e 'e {MARK}' src/a.py", "deny", CODE),
     (f"sed --expression='s/x/y/;e {MARK}' src/a.py", "deny", CODE),
-    ("sed 's/unterminated' src/a.py", "deny", CODE),
+    ("sed 's/unterminated' src/a.py", "ask", CODE),
     ("sed -f prog.sed src/a.py", "ask", CODE),
     (f"awk 'BEGIN{{system(\"{MARK}\")}}'", "deny", CODE),
     (f"gawk '{{\"{MARK}\" | getline x}}' f", "deny", CODE),

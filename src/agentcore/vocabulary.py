@@ -28,8 +28,10 @@ WATCHDOG_CATEGORIES: dict[str, str] = {
     "disk tools (mkfs, dd to a device, shred, wipefs, fdisk, parted), forced git pushes, "
     "git reset --hard / clean -fd / checkout -- . (ask)",
     "code_execution_wrapper": "commands that run code taken from their arguments or stdin: shells, eval/source, "
-    "env/xargs/sudo-style wrappers, find -exec, git -c/aliases/ext::, sed e/w, awk system(), tar/rg hooks, "
-    "editors and pagers, interpreters (-c/-e deny, workspace scripts ask), make/npm run/npx (ask), "
+    "env/xargs/sudo-style wrappers, find -exec, git -c/aliases/ext::, sed e/w, awk system()/pipes/print >, "
+    "options naming a program (tar, rg --pre, sort --compress-program, split --filter, compiler plugins), "
+    "editors and pagers, interpreters (-c/-e deny, workspace scripts ask), REPL-like programs (sqlite3, psql: "
+    "ask), build tools, test runners and package managers (make, npm run, cargo, pytest, pip install: ask), "
     "programs run by a path inside the workspace (ask)",
     "secrets": "any tool touching well-known secret files (.env, *.pem, *.key, id_rsa*, ~/.ssh, "
     "~/.aws/credentials, ~/.netrc, ~/.npmrc, ~/.pypirc, docker/kube/gh credentials) asks",

@@ -244,6 +244,83 @@ class IgnoresWatchdog(AgentcoreHarness):
         return AllowAllWatchdog()
 
 
+_SED_AWK = frozenset({"sed", "gsed", "awk", "gawk", "mawk", "nawk"})
+# Programs WDOG-14 added to the table: the short table below forgets them.
+_WDOG14 = frozenset({"sort", "split", "sdiff", "diff3", "cmake", "sqlite3", "psql", "mysql", "m4", "dc", "cargo",
+                     "pip", "pytest", "gcc", "x86_64-linux-gnu-gcc-12", "go", "docker", "ninja", "mvn"})
+
+
+def _skim(argv: list[str]) -> bool:
+    """The pre-revision-3 word scan: does the sed/awk text look like it runs or writes?"""
+    text = "\n".join(a for a in argv[1:] if not a.startswith("-"))
+    if argv[0].endswith("sed"):
+        return bool(re.search(r"(?:^|[;\n{])\s*[0-9$/,!]*\s*[ewW]\b|/[gpI0-9]*[ewW](?:\s|$)", text))
+    return bool(re.search(r"system\s*\(|\|\s*\"|\|\s*getline|print[^;{}\n]*>\s*\"(?!/dev/std)", text))
+
+
+class _AlteredWatchdog:
+    """The default watchdog, except for the bash calls `decide` answers itself ("allow", "deny" or None)."""
+
+    def __init__(self, inner: Any, decide: Callable[[list[list[str]]], str | None]) -> None:
+        self._inner, self._decide = inner, decide
+
+    async def review(self, call: Any) -> Any:
+        from agentcore.api import Verdict
+
+        cmds = [list(c.argv) for c in (call.commands or ())]
+        answer = self._decide(cmds) if call.tool == "bash" and cmds else None
+        if answer == "allow":
+            return Verdict.allow()
+        if answer == "deny":
+            return Verdict("deny", "arbitrary code execution: a stream editor", "code_execution_wrapper")
+        return await self._inner.review(call)
+
+
+def _altered(compiled: Any, decide: Callable[[list[list[str]]], str | None]) -> Any:
+    from agentcore.watchdog.default import default_watchdog_for
+
+    return _AlteredWatchdog(default_watchdog_for(compiled), decide)
+
+
+def _sed_awk(cmds: list[list[str]]) -> list[list[str]]:
+    return [c for c in cmds if c and c[0].rsplit("/", 1)[-1] in _SED_AWK]
+
+
+def _sed_awk_skimmed(cmds: list[list[str]]) -> str | None:
+    progs = _sed_awk(cmds)
+    return "allow" if progs and not any(_skim(c) for c in progs) else None
+
+
+def _sed_awk_refused(cmds: list[list[str]]) -> str | None:
+    return "deny" if _sed_awk(cmds) else None
+
+
+def _forgets_wdog14(cmds: list[list[str]]) -> str | None:
+    return "allow" if any(c and c[0].rsplit("/", 1)[-1] in _WDOG14 for c in cmds) else None
+
+
+class SkimsScripts(AgentcoreHarness):
+    """sed scripts and awk programs are scanned for words instead of read with their grammars, so a label
+    followed by `w`, `system` split by a continuation or a `}` in a string hides the danger."""
+
+    def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
+        return super().make_watchdog(spec, compiled) if spec else _altered(compiled, _sed_awk_skimmed)
+
+
+class RefusesScripts(AgentcoreHarness):
+    """Every sed and awk call is refused: safe, but ordinary one-liners no longer work."""
+
+    def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
+        return super().make_watchdog(spec, compiled) if spec else _altered(compiled, _sed_awk_refused)
+
+
+class ShortProgramTable(AgentcoreHarness):
+    """The default watchdog without WDOG-14's programs: sort/split hooks, REPLs, build tools pass."""
+
+    def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
+        return super().make_watchdog(spec, compiled) if spec else _altered(compiled, _forgets_wdog14)
+
+
 class GlobSkipsHidden(AgentcoreHarness):
     """Search results leave out hidden files (names starting with a dot)."""
 
@@ -530,6 +607,9 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "unknown-variable-ok": UnknownVariableOk,
     "invents-answers": InventsAnswers,
     "ignores-watchdog": IgnoresWatchdog,
+    "skims-scripts": SkimsScripts,
+    "refuses-scripts": RefusesScripts,
+    "short-program-table": ShortProgramTable,
     "glob-skips-hidden": GlobSkipsHidden,
     "unsorted-results": UnsortedResults,
     "relative-paths": RelativePaths,

@@ -15,16 +15,23 @@ Reasons name the category in words and never contain argument values
 
 Modules, one concern each:
   core           DefaultWatchdog, the categories, the verdict, default_watchdog_for
-  dispatch       one simple command: env prefixes, redirections, program -> check table
+  programs       THE program table: every known program, how its arguments run code, category, verdicts
+  dispatch       one simple command: env prefixes, redirections, program name -> check (from programs)
   paths          resolving words against the workspace; the per-call state (_Ctx)
-  options        GNU-style option scanning shared by the checks
+  options        GNU-style option scanning shared by the checks (getopt_long abbreviations)
   secrets        well-known secret files
   exfiltration   curl/wget/nc/socat/ssh/scp/sftp/rsync/openssl
   destructive    rm -r, chmod/chown -R, dd, truncate
   git            git global options and subcommands
   wrappers       shells, builtins, wrappers, find/fd, tar/rg/zip hooks
-  sed, awk       script analysis for the two stream editors
-  interpreters   python/node/perl/…, deno/bun, make, package managers and runners
+  sed, awk       the two stream editors' command lines and programs, read with their grammars
+  interpreters   python/node/perl/…, deno/bun, make, npm/yarn/pnpm and runners
+  hooks          options that name a program or plugin: sort, split, sdiff, diff3, cmake -E, compilers, linkers
+  repls          REPL-like programs whose argv carries script text: sqlite3, psql, mysql, m4, dc, other REPLs
+  projects       build tools, test runners and package managers that run workspace code: pip, go, docker…
+
+To teach the watchdog a program, add a row to programs.PROGRAMS (and name
+it in SPEC.md section 9; a test checks both).
 """
 
 from __future__ import annotations

@@ -192,6 +192,12 @@ def _rsync(ctx: _Ctx, args: Sequence[str]) -> None:
         ctx.add("exfiltration", "deny", "file transfer with a remote host")
 
 
+# openssl options that load a shared library (an engine, or a provider from a chosen directory).
+_OPENSSL_LOADERS = frozenset({"-engine", "-keyengine", "-provider-path", "--engine", "--provider-path"})
+
+
 def _openssl(ctx: _Ctx, args: Sequence[str]) -> None:
+    if args and args[0] == "engine" or any(a.split("=", 1)[0] in _OPENSSL_LOADERS for a in args):
+        ctx.add("code_execution_wrapper", "deny", "openssl loading a shared library")
     if args and args[0] in ("s_client", "s_server"):
         ctx.add("exfiltration", "deny", "raw network connection that can send local data")

@@ -40,55 +40,69 @@ _INTERPRETERS: dict[str, _Interp] = {
 _INTERPRETERS["nodejs"] = _INTERPRETERS["node"]
 
 
-def _interpreter(ctx: _Ctx, args: Sequence[str], spec: _Interp) -> None:
-    if _info_only(args, spec.info):
-        return
-    script: str | None = None
+_INLINE = ("deny", "inline code passed to an interpreter")
+_REPL = ("deny", "an interactive interpreter reading standard input")
+_MODULE = ("ask", "an interpreter running a module or library")
+
+
+def _interp_cluster(a: str, args: Sequence[str], i: int, spec: _Interp) -> tuple[int, tuple[str, str] | None,
+                                                                              bool, str | None]:
+    """One short-option cluster: (next index, finding that ends the scan, module option seen, script)."""
+    module = False
+    for j in range(1, len(a)):
+        ch = a[j]
+        if ch in spec.evals:
+            return i, _INLINE, module, None
+        if ch in spec.repl:
+            return i, _REPL, module, None
+        if ch in spec.mods or ch in spec.values:
+            module = ch in spec.mods
+            return (i + 1 if j == len(a) - 1 else i), None, module, None
+        if ch in spec.attached:
+            break
+        if ch == spec.script_flag:
+            return len(args), None, module, a[j + 1:] or (args[i] if i < len(args) else None)
+    return i, None, module, None
+
+
+def _interp_scan(args: Sequence[str], spec: _Interp) -> tuple[tuple[str, str] | None, str | None]:
+    """(a finding that decides the call, else None; the script operand, None when code comes from stdin)."""
     module = False
     i, n = 0, len(args)
     while i < n:
         a = args[i]
         i += 1
         if a == "--":
-            script = args[i] if i < n else None
-            break
+            return None, (args[i] if i < n else None)
         if a == "-":
-            break
+            return None, None
         if a.startswith("--"):
             name, eq, _ = a.partition("=")
             if name in spec.eval_longs:
-                ctx.add("code_execution_wrapper", "deny", "inline code passed to an interpreter")
-                return
+                return _INLINE, None
             if name in spec.mod_longs:
                 module = True
                 i += 0 if eq else 1
             continue
         if len(a) > 1 and a[0] == "-":
-            for j in range(1, len(a)):
-                ch = a[j]
-                if ch in spec.evals:
-                    ctx.add("code_execution_wrapper", "deny", "inline code passed to an interpreter")
-                    return
-                if ch in spec.repl:
-                    ctx.add("code_execution_wrapper", "deny", "an interactive interpreter reading standard input")
-                    return
-                if ch in spec.mods or ch in spec.values:
-                    module = module or ch in spec.mods
-                    if j == len(a) - 1:
-                        i += 1
-                    break
-                if ch in spec.attached:
-                    break
-                if ch == spec.script_flag:
-                    script = a[j + 1:] or (args[i] if i < n else None)
-                    i = n
-                    break
+            i, finding, mod, script = _interp_cluster(a, args, i, spec)
+            module = module or mod
+            if finding is not None or script is not None:
+                return finding, script
             if module and spec.mod_stops:
-                ctx.add("code_execution_wrapper", "ask", "an interpreter running a module or library")
-                return
+                return _MODULE, None
             continue
-        script = a
-        break
+        return None, a
+    return None, None
+
+
+def _interpreter(ctx: _Ctx, args: Sequence[str], spec: _Interp) -> None:
+    if _info_only(args, spec.info):
+        return
+    finding, script = _interp_scan(args, spec)
+    if finding is not None:
+        ctx.add("code_execution_wrapper", *finding)
+        return
     if script is None:  # preloaded modules or not, the program text itself comes from stdin
         ctx.add("code_execution_wrapper", "deny", "an interpreter reading code from standard input")
         return

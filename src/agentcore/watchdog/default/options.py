@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Iterable, Sequence
 
 # `NAME=value` words: environment assignments in front of a command or after `env`.
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -12,6 +12,19 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 def _lm(name: str, canon: str) -> bool:
     """`name` selects long option `canon`, allowing getopt's abbreviations (ambiguity counts as a match)."""
     return len(name) >= 3 and canon.startswith(name)
+
+
+def _long_matches(name: str, table: Iterable[str]) -> frozenset[str]:
+    """The long options of `table` that `--name` (without `=value`) selects under GNU getopt_long.
+
+    An exact match selects only itself; otherwise every option `name` abbreviates. More than one
+    means getopt refuses the word as ambiguous, which callers may still treat as the worst match.
+    """
+    if not name.startswith("--") or len(name) < 3:
+        return frozenset()
+    if name in table:
+        return frozenset((name,))
+    return frozenset(o for o in table if o.startswith(name))
 
 
 def _scan(args: Sequence[str], vshort: str = "", vlong: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:

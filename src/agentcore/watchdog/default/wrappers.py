@@ -128,9 +128,17 @@ def _tar(ctx: _Ctx, args: Sequence[str]) -> None:
         ctx.add("exfiltration", "deny", "tar archive on a remote host")
 
 
+# ripgrep's options that name a program it runs (rg accepts no abbreviations of long options).
+_RG_PROGRAMS = ("--pre", "--hostname-bin")
+
+
 def _rg(ctx: _Ctx, args: Sequence[str]) -> None:
-    if any(a.startswith("--pre") for a in args):
-        ctx.add("code_execution_wrapper", "deny", "search running a preprocessor program")
+    for a in args:
+        if a == "--":
+            return
+        if a.split("=", 1)[0] in _RG_PROGRAMS:
+            ctx.add("code_execution_wrapper", "deny", "search running a preprocessor or helper program")
+            return
 
 
 def _zip(ctx: _Ctx, args: Sequence[str]) -> None:
