@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,9 @@ class Session:
         # Resolved so the sidecar paths handed to the model are canonical and
         # pass the capability check when read back.
         self.workdir = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"agentcore-{self.id}-", dir=root)))
+        # A session nobody closed still leaves nothing behind: its directory goes when the
+        # object does, or when the interpreter exits (not after a SIGKILL).
+        self._cleanup = weakref.finalize(self, shutil.rmtree, os.fspath(self.workdir), True)
         self.stores = SessionStores()
         self._manifest_rules = manifest_rules
         self._project_rules = project_rules
@@ -150,7 +154,7 @@ class Session:
         self.abort()
         for child in self.children:
             child.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._cleanup()
         self.closed = True
 
     def __enter__(self) -> "Session":
