@@ -64,6 +64,7 @@ class CompiledManifest:
     skill_dirs: tuple[Path, ...]
     protected_files: tuple[Path, ...]
     deferred: tuple[str, ...] = ()
+    sandbox_view: str = "minimal"  # ENV-5: "full" shows the whole root read-only
 
     @property
     def workspace(self) -> Path | None:
@@ -229,6 +230,7 @@ def compile_manifest(
         skill_dirs=tuple(skill_dirs),
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
+        sandbox_view=spec.sandbox.view,
     )
 
 
