@@ -528,8 +528,10 @@ def _plan_from(facts: _Facts) -> _Plan:
         if view.writable(target) and target not in root_set and not view.hidden(target):
             protect[target] = (exists, as_dir)
     targets = _outermost(sorted(protect, key=_depth_key))
+    # A hidden path is pinned too: a deny follows its file only if the file stays where the deny names it.
+    shown_denied = [d for d in facts.denied if view.writable(d) and d not in root_set and not view.hidden(d, by_denial=False)]
     pins: set[Path] = set()
-    for t in targets:
+    for t in [*targets, *shown_denied]:
         for anc in t.parents:
             if anc not in root_set and view.writable(anc):
                 pins.add(anc)
