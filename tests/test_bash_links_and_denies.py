@@ -230,3 +230,12 @@ async def test_too_many_hard_links_at_the_top_freeze_the_root(agent_for: Callabl
     data = await run(agent, "tee sub/plain")  # fail closed: the whole root is read-only for this call
     assert data["exit_code"] != 0 and "Read-only file system" in data["output"], data
     assert (lab.outside / "o1").read_text() == "store\n"
+
+
+@pytest.mark.parametrize("command", ["cat < hl", "tee > hl", "cat a.txt >> hl"])
+async def test_redirections_to_or_from_a_hard_link_are_refused_before_running(agent_for: Callable[..., Any], lab: Lab, command: str) -> None:
+    os.link(lab.outside / "target.txt", lab.ws / "hl")
+    env = await agent_for([*SHELL, arity("cat", 0), arity("tee", 0)]).call("bash", {"command": command})
+    assert env.refusal == {"layer": "capability", "code": "hard_link"}, env.to_dict()
+    assert "original" not in str(env.to_dict())
+    assert (lab.outside / "target.txt").read_text() == "original\n"
