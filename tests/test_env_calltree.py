@@ -174,3 +174,49 @@ def test_cover_covers_everything_within_the_cap_and_never_a_root(paths: list[lis
         assert t not in roots and any(r in t.parents for r in roots)
     if not frozen:
         assert cover(files, roots, len(files)) == (files, [])  # within the cap nothing is widened
+
+
+def _settle(root: Path) -> None:
+    """Date every directory under `root` well in the past, as a tree nobody touched for a while."""
+    past = 1_000_000_000  # 2001
+    for dirpath, _dirs, _files in os.walk(root):
+        os.utime(dirpath, (past, past))
+
+
+def test_reused_links_match_a_fresh_walk_until_a_directory_changes(tmp_path: Path) -> None:
+    from agentcore.environments import calltree
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    (ws / "a" / "b").mkdir(parents=True)
+    out.mkdir()
+    (out / "o").write_text("o")
+    os.link(out / "o", ws / "a" / "to_out")
+    (ws / "a" / "b" / "plain").write_text("p")
+    _settle(ws)
+    calltree._cache.clear()
+    first = scan([ws])
+    assert first.linked == (ws / "a" / "to_out",) and calltree._cache  # a settled tree is remembered
+    assert scan([ws]) == first
+    # A new name anywhere in the walk changes a directory: the links are looked at again.
+    os.link(ws / "a" / "b" / "plain", ws / "twin")
+    (out / "o2").write_text("x")
+    os.link(out / "o2", ws / "a" / "b" / "late")
+    again = scan([ws])
+    assert set(again.linked) == {ws / "a" / "to_out", ws / "a" / "b" / "late"}
+    calltree._cache.clear()
+    assert scan([ws]) == again
+
+
+def test_a_recently_modified_tree_is_not_reused(tmp_path: Path) -> None:
+    """A directory changed in the last seconds may change again within the same clock tick unseen:
+    its walk is not remembered, so a link added to an existing file from outside the walk is still found."""
+    from agentcore.environments import calltree
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    (ws / "d").mkdir(parents=True)
+    out.mkdir()
+    (ws / "d" / "f").write_text("f")  # d modified just now
+    calltree._cache.clear()
+    assert scan([ws]).linked == ()
+    os.link(ws / "d" / "f", out / "other")  # no walked directory changes
+    assert scan([ws]).linked == (ws / "d" / "f",)

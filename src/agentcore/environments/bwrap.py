@@ -528,13 +528,7 @@ def _plan_from(facts: _Facts) -> _Plan:
         if view.writable(target) and target not in root_set and not view.hidden(target):
             protect[target] = (exists, as_dir)
     targets = _outermost(sorted(protect, key=_depth_key))
-    # A hidden path is pinned too: a deny follows its file only if the file stays where the deny names it.
-    shown_denied = [d for d in facts.denied if view.writable(d) and d not in root_set and not view.hidden(d, by_denial=False)]
-    pins: set[Path] = set()
-    for t in [*targets, *shown_denied]:
-        for anc in t.parents:
-            if anc not in root_set and view.writable(anc):
-                pins.add(anc)
+    pins = _pins([*targets, *facts.denied], view, root_set)
 
     ro = set(facts.read_roots)
     for path in sorted([*facts.read_roots, *roots, *pins], key=_depth_key):
@@ -570,6 +564,22 @@ def _plan_from(facts: _Facts) -> _Plan:
     if facts.system is not None:
         args += ["--remount-ro", "/"]  # the root tmpfs, once every mount point in it exists
     return _Plan(args=tuple(args), placeholders=tuple(placeholders))
+
+
+def _pins(kept: Sequence[Path], view: _View, root_set: set[Path]) -> set[Path]:
+    """The directories inside write roots above the protected and the hidden paths, each to be bound onto itself.
+
+    A hidden path is pinned too: a deny follows its file only if the file stays
+    where the deny names it (neither it nor an ancestor can then be renamed).
+    """
+    pins: set[Path] = set()
+    for t in kept:
+        if t in root_set or not view.writable(t) or view.hidden(t, by_denial=False):
+            continue
+        for anc in t.parents:
+            if anc not in root_set and view.writable(anc):
+                pins.add(anc)
+    return pins
 
 
 def _root_mounts(system: tuple[tuple[str, str], ...] | None) -> list[str]:
