@@ -74,7 +74,7 @@ def _write_denied(manifest: "CompiledManifest") -> list[Path]:
 
 
 def _read_roots(manifest: "CompiledManifest") -> list[Path]:
-    """The workspace roots and the bases of fs.read patterns (the sandbox may need to re-show them).
+    """The workspace roots and the bases of fs.read patterns: what the sandbox shows besides the system directories.
 
     A pattern's base is its deepest literal directory, or the file itself for
     a literal pattern (`~/.gitconfig`).
