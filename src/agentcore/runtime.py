@@ -61,6 +61,12 @@ def _not_regular(st: os.stat_result) -> ToolFailure:
     return ToolFailure("not_regular", "the path is not a regular file")
 
 
+def _refuse_linked(st: os.stat_result) -> None:
+    """A regular file with other hard links is never opened or replaced (CAP-13), checked at the moment of use."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise Refusal("capability", "hard_link", "the file has other hard links, which may lie outside the scope")
+
+
 def _hides(decision: Decision) -> bool:
     """Whether a decision keeps a path out of search results: a deny, or an ask that a rule made.
 
@@ -179,13 +185,19 @@ class ScopedFS:
         self._recheck(path, "read")
         try:
             # O_NONBLOCK: opening a FIFO must not hang the call; regular files ignore it.
-            return open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
         except PathRefused as exc:
             raise ToolFailure(exc.code, exc.message) from None
         except FileNotFoundError:
             raise ToolFailure("not_found", "the file does not exist") from None
         except PermissionError:
             raise ToolFailure("permission_denied", "the operating system refused to open the file") from None
+        try:
+            _refuse_linked(os.fstat(fd))  # on what was opened: a link made after the check counts too
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def read_bytes(self, path: Path, limit: int) -> bytes:
         """The whole file if it has at most `limit` bytes, else a `too_large` refusal (layer `limit`)."""
@@ -242,6 +254,9 @@ class ScopedFS:
                     raise ToolFailure("symlink_race", "the target became a symlink after the check")
                 if not stat.S_ISREG(st.st_mode):
                     raise _not_regular(st)
+                # The rename would not write through the link, but the other names keep the
+                # old content under a path the agent was shown: one rule for every file tool.
+                _refuse_linked(st)
                 mode = stat.S_IMODE(st.st_mode)
                 created = False
             except FileNotFoundError:

@@ -84,6 +84,7 @@ _FILE_SETUP = {
         "path": {"type": "string"},
         "content": {"type": "string"},
         "symlink": {"type": "string"},
+        "hardlink": {"type": "string"},
         "dir": {"type": "boolean"},
         "bytes_hex": {"type": "string"},
         "mode": {"type": "string"},
@@ -281,6 +282,8 @@ class Case:
             feats.add("fixture.http")
         if any("symlink" in f for f in self.setup.get("files", [])) or any("symlink" in f for s in self.steps for f in s.get("mutate", [])):
             feats.add("symlinks")
+        if any("hardlink" in f for f in self.setup.get("files", [])) or any("hardlink" in f for s in self.steps for f in s.get("mutate", [])):
+            feats.add("hardlinks")
         return frozenset(feats)
 
 

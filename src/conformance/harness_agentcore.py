@@ -36,6 +36,7 @@ NON_TOOL_FEATURES: tuple[str, ...] = (
     "bindings",           # compile accepts {ad-hoc} and {user-data} bindings
     "limits",             # manifest `limits` are honoured
     "symlinks",           # workspaces may contain symlinks
+    "hardlinks",          # workspaces may contain hard links
     "fixture.http",       # web_fetch reaches the runner's loopback servers (listed by literal address)
 )
 

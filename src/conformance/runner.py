@@ -128,6 +128,8 @@ class Tree:
                 p.unlink()
         if "symlink" in e:
             os.symlink(e["symlink"], p)
+        elif "hardlink" in e:
+            os.link(self.path(e["hardlink"]), p)  # another name of an existing file
         elif e.get("dir"):
             p.mkdir(exist_ok=True)
         elif "bytes_hex" in e:

@@ -40,11 +40,14 @@ class SandboxPolicy:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """The COMPLETE environment of the command; nothing is inherited."""
     hidden_trees: tuple[Path, ...] = ()
-    """User areas (home directories, /srv, /mnt, …) replaced by an empty read-only tree, except the
-    parts that are write roots or read roots (re-bound at their own paths)."""
+    """View "full": user areas (home directories, /srv, /mnt, …) replaced by an empty read-only tree, except
+    the parts that are write roots or read roots (re-bound at their own paths). View "minimal" shows none of them."""
     read_roots: tuple[Path, ...] = ()
-    """Directories the command must be able to read although the sandbox would hide them
-    (a workspace under the private /tmp): re-bound read-only. Elsewhere the read-only root shows them already."""
+    """Paths the command may read (the workspace roots, the bases of fs.read patterns): bound read-only
+    where the sandbox would otherwise not show them."""
+    view: Literal["minimal", "full"] = "minimal"
+    """What the root shows. minimal: only the system directories programs need (`/usr`, `/bin`, `/lib*`,
+    `/etc`, ...) plus the read and write roots; full: the host's whole `/` read-only, minus `hidden_trees`."""
 
 
 class EnvironmentUnavailable(Exception):

@@ -29,9 +29,14 @@ SYSTEM_SECRET_PATHS = (
     "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
     "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_dsa_key",
     "/run/secrets", "/var/run/secrets",  # container and Kubernetes secret mounts (service account tokens)
+    # Private keys and stored passwords that /etc holds on common systems (shown by view "minimal" too).
+    "/etc/ssl/private", "/etc/pki/tls/private", "/etc/letsencrypt", "/etc/krb5.keytab", "/etc/ipsec.secrets",
+    "/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets", "/etc/NetworkManager/system-connections",
+    "/etc/wpa_supplicant", "/etc/security/opasswd", "/etc/credstore", "/etc/credstore.encrypted",
 )
-# Where people keep their own files: hidden from the sandbox except what fs.read or fs.write grants,
-# so a manifest that reads only its workspace cannot `cat` the rest of a home directory.
+# Where people keep their own files: with view "full", hidden from the sandbox except what fs.read or
+# fs.write grants, so a manifest that reads only its workspace cannot `cat` the rest of a home directory.
+# (View "minimal" shows none of them in the first place.)
 USER_AREAS = ("/home", "/root", "/srv", "/mnt", "/media")
 ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -69,7 +74,7 @@ def _write_denied(manifest: "CompiledManifest") -> list[Path]:
 
 
 def _read_roots(manifest: "CompiledManifest") -> list[Path]:
-    """The workspace roots and the bases of fs.read patterns (the sandbox may need to re-show them).
+    """The workspace roots and the bases of fs.read patterns: what the sandbox shows besides the system directories.
 
     A pattern's base is its deepest literal directory, or the file itself for
     a literal pattern (`~/.gitconfig`).
@@ -114,5 +119,6 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         network="proxy" if manifest.effective.net_hosts else "none",
         read_roots=tuple(_read_roots(manifest)),
         hidden_trees=tuple(_hidden_trees()),
+        view="full" if manifest.sandbox_view == "full" else "minimal",
         env=env,
     )

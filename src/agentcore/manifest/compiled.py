@@ -65,6 +65,7 @@ class CompiledManifest:
     skill_dirs: tuple[Path, ...]
     protected_files: tuple[Path, ...]
     deferred: tuple[str, ...] = ()
+    sandbox_view: str = "minimal"  # ENV-5: "full" shows the whole root read-only
 
     @property
     def workspace(self) -> Path | None:
@@ -245,6 +246,7 @@ def compile_manifest(
         skill_dirs=_skill_dirs(spec, bindings, origin),
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
+        sandbox_view=spec.sandbox.view,
     )
 
 

@@ -196,4 +196,6 @@ def intersect(parent: CompiledManifest, child: CompiledManifest) -> CompiledMani
         limits=limits,
         environment=stricter_environment(parent.environment, child.environment),
         protected_files=protected,
+        # A child sees the whole root only when both do (SUB-2: never wider than the parent).
+        sandbox_view="full" if parent.sandbox_view == child.sandbox_view == "full" else "minimal",
     )

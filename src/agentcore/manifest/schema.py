@@ -80,6 +80,12 @@ class WatchdogSpec(_Strict):
     disable: list[str] = Field(default_factory=list)
 
 
+class SandboxSpec(_Strict):
+    # What `bash` sees of the host (ENV-5). minimal: the system directories programs need plus the
+    # fs.read and fs.write roots; full: the whole root read-only (user areas and secret stores still hidden).
+    view: Literal["minimal", "full"] = "minimal"
+
+
 class SearchProviderSpec(_Strict):
     name: str
     url: str  # a JSON search endpoint; its host must be in net.hosts
@@ -123,6 +129,7 @@ class ManifestSpec(_Strict):
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     roots: list[str] = Field(default_factory=list)
     environment: Literal["bwrap", "none"] = "bwrap"
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     watchdog: WatchdogSpec = Field(default_factory=WatchdogSpec)
     agents: dict[str, str] = Field(default_factory=dict)  # subagent name -> manifest path (relative to this file)
     skills: SkillsSpec = Field(default_factory=SkillsSpec)

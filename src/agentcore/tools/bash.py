@@ -87,17 +87,27 @@ class BashTool(Tool):
 
     @staticmethod
     def call_policy(policy: Any, manifest: Any) -> Any:
-        """The policy plus what exists only now: nested protected paths, files that wildcard denies name.
+        """The policy plus what exists only now: nested protected paths, files that wildcard denies name, hard links.
 
         Also what `explain` shows, so its command line is the one a call made now would run.
         """
         read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
         write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
-        if not policy.write_roots and not read_denies:
-            return policy
-        found = calltree.scan(policy.write_roots, manifest.workspace_roots, read_denies, write_denies)
-        if found.protected:
-            policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *found.protected])))
+        if not policy.write_roots and not read_denies and not calltree.linked_inodes(policy.read_denied):
+            return policy  # nothing writable, and nothing hidden whose other names must be found
+        found = calltree.scan(
+            policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
+            denied_paths=policy.read_denied, protected_paths=policy.protected,
+        )
+        # Read-only whole: a write root that is itself a hard-linked file, or one holding too many of them.
+        frozen = [*found.frozen, *(r for r in policy.write_roots if calltree.linked_inodes([r]))]
+        if frozen:
+            writable = tuple(r for r in policy.write_roots if r not in frozen)
+            policy = dataclasses.replace(policy, write_roots=writable, read_roots=(*policy.read_roots, *frozen))
+        if found.protected or found.linked:
+            # A hard-linked file is kept read-only like a protected one, and pinned where it is.
+            kept = [*policy.protected, *found.protected, *found.linked]
+            policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys(kept)))
         if found.denied:
             policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
         return policy

@@ -104,6 +104,20 @@ class _Output:
         self._f.close()
 
 
+def _single_linked(groups: Iterator[tuple[bytes, bytes]], prefix: str) -> Iterator[tuple[bytes, bytes]]:
+    """The groups of files that have one link only: a file with other hard links is
+    unprovable (CAP-13), so its lines are never shown. One lstat per file that matched."""
+    root = os.fsencode(prefix)
+    for raw_path, raw in groups:
+        rel = raw_path[2:] if raw_path.startswith(b"./") else raw_path
+        try:
+            st = os.lstat(root + rel)
+        except OSError:
+            continue  # gone since rg read it: nothing to attribute the lines to
+        if st.st_nlink == 1 or not stat.S_ISREG(st.st_mode):
+            yield raw_path, raw
+
+
 async def _emit(groups: Iterator[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
     """Add the groups' matches to `spool`, in order.
 
@@ -263,7 +277,8 @@ async def _search_tree(base: list[str], pattern: list[str], root: str, spool: Li
     out = _Output(await rg_output(argv, root))
     try:
         await out.build_index()
-        await _emit(out.groups(sort=True), root.rstrip("/") + "/", spool, dotted=True)
+        prefix = root.rstrip("/") + "/"
+        await _emit(_single_linked(out.groups(sort=True), prefix), prefix, spool, dotted=True)
     finally:
         out.close()
 
@@ -308,7 +323,7 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                 out = outs[i]
                 assert out is not None
                 # Within a batch rg (-j1) keeps the order of its arguments: already sorted.
-                await _emit(out.groups(sort=False), prefix, spool, dotted=False)
+                await _emit(_single_linked(out.groups(sort=False), prefix), prefix, spool, dotted=False)
                 out.close()
                 outs[i] = None
                 window.release()
