@@ -40,7 +40,7 @@ class GitConfigError(Exception):
 
 @dataclass(frozen=True)
 class Entry:
-    section: str  # lowercased
+    section: str  # lowercased; empty for a key written before any section header
     subsection: str | None  # case kept (quoted form); lowercased for the old `[a.b]` form, as git does
     key: str  # lowercased
     value: str | None  # None: a key written without `=` (boolean true)
@@ -48,7 +48,9 @@ class Entry:
 
     @property
     def name(self) -> str:
-        return f"{self.section}.{self.subsection}.{self.key}" if self.subsection is not None else f"{self.section}.{self.key}"
+        if self.subsection is not None:
+            return f"{self.section}.{self.subsection}.{self.key}"
+        return f"{self.section}.{self.key}" if self.section else self.key
 
 
 @dataclass
@@ -160,8 +162,8 @@ def _value(r: _Reader) -> str:
         if comment:
             continue
         if not quoted and c.isspace():
-            if out:
-                spaces += 1  # inner whitespace becomes spaces, trailing whitespace is dropped
+            if any(out):
+                spaces += 1  # inner whitespace becomes spaces; leading and trailing whitespace is dropped
             continue
         if not quoted and c in ("#", ";"):
             comment = True
@@ -214,10 +216,8 @@ def parse_text(text: str, origin: str = "") -> list[Entry]:
         elif c == "[":
             section, sub = _section_header(r)
         elif c.isascii() and c.isalpha():
-            if section is None:
-                raise GitConfigError("a key outside any section")
             key, value = _key(r, c)
-            out.append(Entry(section, sub, key, value, origin))
+            out.append(Entry(section or "", sub, key, value, origin))  # git accepts a key before any section
         else:
             raise GitConfigError("bad config line")
     return out

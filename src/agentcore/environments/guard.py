@@ -434,6 +434,11 @@ def _new_or_changed(before: TreeState, after: TreeState) -> list[str]:
     """Paths to remove: protected entries that are new or replaced, new or changed entries inside
     recorded unbound ones, and the markers that made a directory a git layout."""
     out: list[str] = []
+    if after.root_protected and not before.root_protected:
+        # The root itself became a git layout: take back the markers it did not hold.
+        rec = before.dirs.get(before.root)
+        had = rec.markers if rec is not None else frozenset()
+        out += [f"{before.root}/{m}" for m in sorted(LAYOUT_MARKERS - had) if os.path.lexists(f"{before.root}/{m}")]
     for path, ent in after.entries.items():
         old = before.entries.get(path)
         if old is None or old.kind != ent.kind or not _same_inode(old.ident, ent.ident):
