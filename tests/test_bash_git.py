@@ -446,3 +446,67 @@ async def test_git_works_in_a_repository_a_worktree_and_a_submodule(repo: Lab, m
         assert log["_metadata"].get("protected_removed") is None
     top = make_agent(lab.ws, bash_manifest(shell), engine_kwargs={"watchdog": "default"})
     assert "mod" in (await run_ok(top, "git status"))["output"]  # the superproject sees the submodule's change
+
+
+# -- every neutralised key, one at a time ------------------------------------------------------
+
+# (id, configuration with {fire} for the planted program, attributes, sandbox command, host git arguments)
+KEYS = [
+    ("fsmonitor", "[core]\n\tfsmonitor = {fire}\n", "", "git status", ["status"]),
+    ("filter-clean", '[filter "e"]\n\tclean = {fire}\n', "*.txt filter=e\n", "git diff", ["diff"]),
+    ("filter-process", '[filter "e"]\n\tprocess = {fire}\n', "*.txt filter=e\n", "git diff", ["diff"]),
+    ("textconv", '[diff "e"]\n\ttextconv = {fire}\n', "*.txt diff=e\n", "git log -p", ["log", "-p"]),
+    ("diff-command", '[diff "e"]\n\tcommand = {fire}\n', "*.txt diff=e\n", "git diff", ["diff"]),
+    ("diff-external", "[diff]\n\texternal = {fire}\n", "", "git diff", ["diff"]),
+    ("alias", "[alias]\n\tst = !{fire}\n", "", "git st", ["st"]),
+    ("included-alias", "[include]\n\tpath = ../notes/inc.cfg\n", "", "git st", ["st"]),
+    ("credential-helper", "[credential]\n\thelper = !{fire}\n", "", "git credential fill < notes/req", ["credential", "fill"]),
+    ("credential-url-helper", '[credential "https://example.com"]\n\thelper = !{fire}\n', "", "git credential fill < notes/req", ["credential", "fill"]),
+    ("askpass", "[core]\n\taskPass = {fire}\n", "", "git credential fill < notes/req", ["credential", "fill"]),
+    ("ssh-command", "[core]\n\tsshCommand = {fire}\n", "", "git ls-remote ssh://example.invalid/x", ["ls-remote", "ssh://example.invalid/x"]),
+    ("git-proxy", "[core]\n\tgitProxy = {fire}\n", "", "git ls-remote git://example.invalid/x", ["ls-remote", "git://example.invalid/x"]),
+    ("upload-pack", '[remote "o"]\n\turl = {ws}\n\tuploadpack = {fire}\n', "", "git ls-remote o", ["ls-remote", "o"]),
+    ("receive-pack", '[remote "o"]\n\turl = {ws}\n\treceivepack = {fire}\n', "", "git push o main", ["push", "o", "main"]),
+    ("ext-transport", '[remote "x"]\n\turl = ext::{fire} x\n[protocol "ext"]\n\tallow = always\n', "", "git ls-remote x", ["ls-remote", "x"]),
+    ("gpg-program", "[gpg]\n\tprogram = {fire}\n[log]\n\tshowSignature = true\n", "", "git log -1", ["log", "-1"]),
+    ("difftool", '[difftool "e"]\n\tcmd = {fire}\n', "", "git difftool --no-prompt --tool=e", ["difftool", "--no-prompt", "--tool=e"]),
+]
+
+
+def sign_head(lab: Lab) -> None:
+    """Give HEAD a (fake) signature, so that `log.showSignature` hands it to `gpg.program`."""
+    raw = host_git(lab, lab.ws, "cat-file", "commit", "HEAD").stdout
+    head, _, body = raw.partition("\n\n")
+    sig = "gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE\n -----END PGP SIGNATURE-----"
+    obj = f"{head}\n{sig}\n\n{body}"
+    sha = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], input=obj, cwd=lab.ws, env=host_env(lab),
+                         capture_output=True, text=True, check=True).stdout.strip()
+    host_git(lab, lab.ws, "update-ref", "refs/heads/main", sha)
+
+
+@pytest.mark.parametrize(("name", "config", "attributes", "command", "host"), KEYS, ids=[k[0] for k in KEYS])
+async def test_each_key_that_runs_a_program_is_neutralised(
+    repo: Lab, make_agent: Callable[..., Any], name: str, config: str, attributes: str, command: str, host: list[str]
+) -> None:
+    lab = repo
+    fire = lab.ws / "notes" / f"fire-{name}"
+    put(fire, f"#!/bin/sh\ntouch {lab.ws}/fired-{name}\nexec cat \"$@\"\n", 0o755)
+    put(lab.ws / "notes" / "req", "protocol=https\nhost=example.com\n\n")
+    put(lab.ws / "notes" / "inc.cfg", f"[alias]\n\tst = !{fire}\n")
+    if attributes:
+        put(lab.ws / ".gitattributes", attributes)
+        host_git(lab, lab.ws, "add", ".gitattributes")
+        host_git(lab, lab.ws, "commit", "-q", "-m", "attributes")
+    if name == "gpg-program":
+        sign_head(lab)
+    with open(lab.ws / ".git" / "config", "a") as f:
+        f.write(config.format(fire=fire, ws=lab.ws))
+    put(lab.ws / "a.txt", "alpha changed\n")
+    shell = [*(arity("git", n) for n in (1, 2, 3, 4))]
+    a = make_agent(lab.ws, bash_manifest(shell, watchdog_enabled=False))  # the sandbox alone
+    await run_ok(a, command)
+    assert fired(lab.root) == [], name
+    # Control: the user's git on the host runs the planted program.
+    stdin = (lab.ws / "notes" / "req").read_text() if "credential" in host else None
+    subprocess.run(["git", *host], cwd=lab.ws, env=host_env(lab), input=stdin, capture_output=True, text=True, timeout=60)
+    assert fired(lab.root) == [f"ws/fired-{name}"], name

@@ -16,6 +16,11 @@ in the workspace may say anything, so inside the sandbox:
   `diff.<x>.textconv`, `alias.<x>`, ...): those names are read from the
   configuration files on the host before the command starts.
 
+Two keys cannot be overridden that way: git takes the *first*
+`remote.<x>.uploadpack` / `receivepack` it reads. When a repository defines
+one, the local transport that would run it (plain paths, `file://`) is
+left out of `GIT_ALLOW_PROTOCOL` instead.
+
 The harmless values keep ordinary work going (`git status`, `diff`, `log`,
 `show`, `blame`); what they switch off fails visibly rather than quietly:
 an external diff command becomes the empty program, which git reports it
@@ -72,7 +77,6 @@ _NAMED: dict[tuple[str, str], str] = {
     ("merge", "driver"): "false",
     ("difftool", "cmd"): "false", ("difftool", "path"): "false",
     ("mergetool", "cmd"): "false", ("mergetool", "path"): "false",
-    ("remote", "uploadpack"): "git-upload-pack", ("remote", "receivepack"): "git-receive-pack",
     ("credential", "helper"): "",
     ("guitool", "cmd"): "false",
     ("browser", "cmd"): "false", ("browser", "path"): "false",
@@ -137,9 +141,18 @@ def overrides(configs: Iterable[ConfigSet]) -> list[tuple[str, str]]:
     return list(out.items())
 
 
+# Keys git takes the *first* value of, so no later setting overrides them: a repository that
+# defines one loses the transport that would run it (local paths, `file://`).
+_FIRST_WINS = frozenset({("remote", "uploadpack"), ("remote", "receivepack")})
+NO_FILE_PROTOCOL = "git:http:https:ssh"
+
+
 def git_env(configs: Iterable[ConfigSet]) -> dict[str, str]:
     """The variables to add to the sandbox's environment for these repository configurations."""
     env = dict(FIXED_ENV)
+    configs = list(configs)
+    if any((e.section, e.key) in _FIRST_WINS and e.subsection is not None for c in configs for e in c.entries):
+        env["GIT_ALLOW_PROTOCOL"] = NO_FILE_PROTOCOL
     pairs = overrides(configs)
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     for i, (k, v) in enumerate(pairs):
