@@ -28,7 +28,6 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 MAX_INCLUDE_DEPTH = 10  # git's own limit
 MAX_CONFIG_BYTES = 4 << 20  # a bigger configuration file is not something git users write by hand
@@ -428,7 +427,3 @@ def submodule_paths(gitmodules: str) -> list[str]:
             if not rel.startswith("..") and not os.path.isabs(rel):
                 out.append(rel)
     return out
-
-
-def resolve_path(p: str) -> Path:
-    return Path(os.path.normpath(p))

@@ -32,7 +32,6 @@ A path is protected when
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
