@@ -117,3 +117,19 @@ async def test_the_global_configuration_counts(make_workspace: Callable[..., Pat
     agent = make_agent(ws)
     for path in ("global-hooks/pre-commit", "inc.cfg"):
         assert_protected(await agent.call("write", {"path": path, "content": "x\n"}))
+
+
+def test_spec_table_5_is_the_data_in_protected_py() -> None:
+    """SPEC reproduces the list; the code is where it lives. The two may not drift apart."""
+    spec = (Path(__file__).resolve().parent.parent / "SPEC.md").read_text(encoding="utf-8")
+    table = spec[spec.index("**Table 5"):]
+    rows = {}
+    for line in table.splitlines()[1:]:
+        if line.startswith("| ") and "`" in line:
+            kind, entries = line.strip("|").split("|", 1)
+            rows[kind.strip()] = {e.strip().strip("`") for e in entries.split(",")}
+        elif rows and not line.startswith("|"):
+            break
+    assert rows["names (any component)"] == set(PROTECTED_NAMES)
+    assert rows["directory names (any component)"] == set(PROTECTED_DIRS)
+    assert rows["sequences of components"] == {"/".join(s) for s in PROTECTED_SEQUENCES}
