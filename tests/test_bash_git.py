@@ -510,3 +510,13 @@ async def test_each_key_that_runs_a_program_is_neutralised(
     stdin = (lab.ws / "notes" / "req").read_text() if "credential" in host else None
     subprocess.run(["git", *host], cwd=lab.ws, env=host_env(lab), input=stdin, capture_output=True, text=True, timeout=60)
     assert fired(lab.root) == [f"ws/fired-{name}"], name
+
+
+async def test_without_a_sandbox_an_empty_git_directory_is_not_mistaken_for_a_placeholder(lab: Lab, make_agent: Callable[..., Any]) -> None:
+    """With the environment `none` nothing is mounted, so a `.git` the command makes where bwrap would put a
+    placeholder is the command's own: removed, and not there to be filled by the next call."""
+    shutil.rmtree(lab.ws / ".git")
+    a = make_agent(lab.ws, bash_manifest([arity("mkdir", 1)], environment="none"))
+    data = await run_ok(a, "mkdir .git")
+    assert data["exit_code"] == 0 and data["_metadata"]["protected_removed"] == 1
+    assert not (lab.ws / ".git").exists()

@@ -86,3 +86,16 @@ def test_the_workspace_root_itself_is_not_asked(ws: Path, line: str) -> None:
 def test_outside_the_workspace_stays_denied(ws: Path, line: str) -> None:
     v = review(ws, line)
     assert (v.action, v.category) == ("deny", "code_execution_wrapper"), line
+
+
+def test_git_dir_from_the_environment_never_gets_through(ws: Path) -> None:
+    """`GIT_DIR=… git` is refused by the parser (no assignments, SHELL-4); through `env` the watchdog denies."""
+    from agentcore.shell.parse import ShellRefused
+
+    for line in ("GIT_DIR=sub/.git git status", "GIT_WORK_TREE=sub git status"):
+        with pytest.raises(ShellRefused) as info:
+            parse_shell(line)
+        assert info.value.code == "assignment"
+    for line in ("env GIT_DIR=sub/.git git status", "env GIT_WORK_TREE=sub git status"):
+        v = review(ws, line)
+        assert (v.action, v.category) == ("deny", "code_execution_wrapper"), line

@@ -62,6 +62,9 @@ class BashTool(Tool):
         prepared: callguard.Prepared | None = None
         if policy is not None:
             prepared = await anyio.to_thread.run_sync(self.prepare, policy, runtime.manifest)
+            if getattr(runtime.proc.environment, "name", None) != "bwrap":
+                # Nothing mounts placeholders there: an empty `.git` the command made is its own, not a mount point.
+                prepared = dataclasses.replace(prepared, placeholders=())
             policy = prepared.policy
         argv = self.command_argv(args)
         try:
