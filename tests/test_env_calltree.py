@@ -28,6 +28,7 @@ def test_protected_names_below_writable_roots_only(tmp_path: Path) -> None:
     (ws / "ro" / "deep" / ".envrc").write_text("")
     found = scan([ws / "sub"], [ws], denies(ws, "**/*.pem"))
     assert set(found.protected) == {
+        ws / "sub" / ".git",  # the whole repository (ENV-7); the three below are kept for older callers
         ws / "sub" / ".git" / "hooks", ws / "sub" / ".git" / "config", ws / "sub" / ".git" / "info" / "attributes", ws / "sub" / ".vscode",
     }  # nothing outside the writable root, even below a read root that holds it
 

@@ -22,9 +22,12 @@ const CAPS = new Set(["fs.read", "fs.write", "net.fetch", "shell.run"]);
 const HEADLESS_TEXT = "Permission required but this run is headless; the call was not performed.";
 const READ_LIMIT = 200 * 1024;
 const TEXT_BOUND = 8 * 1024 * 1024;
-const PROTECTED_NAMES = new Set([".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules", ".gitattributes", ".mcp.json"]);
+const PROTECTED_NAMES = new Set([".aider.conf.yml", ".appveyor.yml", ".bash_login", ".bash_logout", ".bash_profile", ".bashrc", ".cirrus.yml", ".cshrc", ".devcontainer.json", ".dir-locals-2.el", ".dir-locals.el", ".drone.yml", ".envrc", ".exrc", ".gitattributes", ".gitconfig", ".gitlab-ci.yml", ".gitmodules", ".gitpod.yml", ".gvimrc", ".huskyrc", ".huskyrc.js", ".huskyrc.json", ".kshrc", ".lefthook-local.yml", ".lefthook.yaml", ".lefthook.yml", ".lfsconfig", ".lintstagedrc", ".lintstagedrc.cjs", ".lintstagedrc.js", ".lintstagedrc.json", ".lintstagedrc.mjs", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".mcp.json", ".mise.local.toml", ".mise.toml", ".npmrc", ".nvim.lua", ".nvimrc", ".overcommit.yml", ".pnpmfile.cjs", ".pre-commit-config.yaml", ".profile", ".ripgreprc", ".tcshrc", ".travis.yml", ".vimrc", ".woodpecker.yml", ".yarnrc", ".yarnrc.yml", ".zlogin", ".zlogout", ".zprofile", ".zshenv", ".zshrc", "Jenkinsfile", "appveyor.yml", "azure-pipelines.yml", "bitbucket-pipelines.yml", "lefthook-local.yml", "lefthook.yaml", "lefthook.yml", "lint-staged.config.cjs", "lint-staged.config.js", "lint-staged.config.mjs", "mise.local.toml", "mise.toml", "opencode.json", "opencode.jsonc"]);
 const WATCHDOG_CATEGORIES = new Set(["exfiltration", "destructive", "code_execution_wrapper", "secrets", "network_shell"]);
-const PROTECTED_DIRS = new Set([".vscode", ".idea", ".zed", ".agentcore"]);
+const PROTECTED_DIRS = new Set([".agentcore", ".amazonq", ".azure-pipelines", ".buildkite", ".circleci", ".claude", ".codex", ".continue", ".cursor", ".devcontainer", ".fleet", ".forgejo", ".gemini", ".git", ".gitea", ".githooks", ".github", ".gitlab", ".husky", ".idea", ".kiro", ".lefthook", ".mise", ".opencode", ".roo", ".semaphore", ".ssh", ".theia", ".vscode", ".windsurf", ".woodpecker", ".zed"]);
+// SPEC ENV-7 / Table 5 (rule 4, what git configuration names, is not implemented here).
+const PROTECTED_SEQUENCES = [[".config", "git"], [".config", "systemd"], [".config", "autostart"], [".config", "environment.d"], [".config", "direnv"], [".config", "fish"], [".config", "mise"], [".config", "Code", "User"], [".local", "bin"]];
+const LAYOUT_MARKERS = ["HEAD", "objects", "refs", "commondir"];
 
 class CompileError extends Error {}
 class Refusal extends Error {
@@ -237,15 +240,36 @@ function canonicalize(raw, workspace) {
   return cur;
 }
 
+function isLayout(names) {
+  return names.has("HEAD") && (names.has("commondir") || (names.has("objects") && names.has("refs")));
+}
+
+function layoutMarkers(dir) {
+  const out = new Set();
+  for (const m of LAYOUT_MARKERS) {
+    try { fs.lstatSync(path.join(dir, m)); out.add(m); } catch { /* absent */ }
+  }
+  return out;
+}
+
 function isProtected(p) {
   const parts = p.split("/").filter(Boolean);
-  if (parts.length && PROTECTED_NAMES.has(parts[parts.length - 1])) return true;
   for (let i = 0; i < parts.length; i++) {
-    if (PROTECTED_DIRS.has(parts[i])) return true;
-    if (parts[i] === ".git") {
-      const rest = parts.slice(i + 1);
-      if (rest[0] === "hooks" || (rest[0] === "config" && rest.length === 1) || (rest[0] === "info" && rest[1] === "attributes")) return true;
+    if (PROTECTED_NAMES.has(parts[i]) || PROTECTED_DIRS.has(parts[i])) return true;
+    for (const seq of PROTECTED_SEQUENCES) {
+      if (i + 1 >= seq.length && seq.every((c, k) => parts[i + 1 - seq.length + k] === c)) return true;
     }
+  }
+  // A git directory layout, or the marker that would complete one (either order of creation).
+  let cur = "/";
+  for (const child of parts) {
+    const have = layoutMarkers(cur);
+    if (isLayout(have)) return true;
+    if (LAYOUT_MARKERS.includes(child)) {
+      have.add(child);
+      if (isLayout(have)) return true;
+    }
+    cur = path.join(cur, child);
   }
   return false;
 }

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol, 
 from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .patterns.globtext import glob_unescape, has_wildcard
-from .protected import protected_reason
+from .protected import write_protection
 from .rules.evaluator import Decision, Subject
 from .truncation import ByteSpool, LineSpool
 
@@ -89,7 +89,7 @@ class ScopedFS:
         return is_within(path, self._s.workdir) or self._m.effective.can_read(path)
 
     def may_write(self, path: str) -> bool:
-        return self._m.effective.can_write(path) and protected_reason(path, self._m.protected_files) is None
+        return self._m.effective.can_write(path) and write_protection(path, self._m.protected_files) is None
 
     def visible(self, path: str) -> bool:
         """A search result is shown only if it is readable and no rule denies reading it or asks first (PERM-14)."""

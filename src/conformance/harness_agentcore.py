@@ -172,6 +172,8 @@ class AgentcoreHarness:
         feats = [f for f, ok in probed.items() if ok] + list(NON_TOOL_FEATURES)
         if default_watchdog_available():
             feats.append("watchdog.default")
+        if shutil.which("git"):
+            feats.append("exec.git")
         return feats
 
     async def op_start(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -214,7 +214,9 @@ def scan(
                 if write_denies and (is_file or is_dir) and _matched(write_denies, full, is_file):
                     protected.append(Path(full))
                     continue  # read-only as a whole
-                if depth > 0 and (name in PROTECTED_NAMES or name in PROTECTED_DIRS):
+                if name in PROTECTED_NAMES or name in PROTECTED_DIRS:
+                    # At the top too: the policy no longer lists them there (the guard keeps them), and
+                    # a hard link to one must be known as a link to a protected file.
                     protected.append(Path(full))
                 if name == ".git" and is_dir:
                     protected.extend([Path(full) / "hooks", Path(full) / "config", Path(full) / "info" / "attributes"])

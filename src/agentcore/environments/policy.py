@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..protected import sandbox_protected_paths
 from .base import SandboxPolicy
 from .denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
+from .gitenv import git_env
 
 if TYPE_CHECKING:
     from ..manifest.compiled import CompiledManifest
@@ -111,6 +112,8 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     }
     if os.environ.get("TZ"):
         env["TZ"] = os.environ["TZ"]
+    # git with its fixed safe settings; each call adds overrides for what the repositories define (callguard.py).
+    env |= git_env(())
     return SandboxPolicy(
         cwd=cwd,
         write_roots=tuple(write_roots),

@@ -15,7 +15,7 @@ from ..access import Access, FsAccess, NetAccess, ShellAccess
 from ..errors import Refusal
 from ..manifest.compiled import CompiledManifest
 from ..paths import canonicalize, is_within
-from ..protected import protected_reason
+from ..protected import write_protection
 from ..rules.evaluator import Subject
 
 
@@ -53,7 +53,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
         ok = eff.can_write(p)
         capability = "fs.write"
         if ok:
-            why = protected_reason(p, manifest.protected_files)
+            why = write_protection(p, manifest.protected_files)
             if why is not None:
                 raise CapabilityRefused("protected", f"{access.arg}: writing this path is never allowed ({why})")
             # Parents the write would create must each be writable themselves (FILE-7).
@@ -62,7 +62,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
                 d = os.fspath(parent)
                 if not eff.can_write(d):
                     raise CapabilityRefused("out_of_scope", f"{access.arg}: a missing parent directory is outside the fs.write scope")
-                if protected_reason(d, manifest.protected_files) is not None:
+                if write_protection(d, manifest.protected_files) is not None:
                     raise CapabilityRefused("protected", f"{access.arg}: a missing parent directory is protected")
                 parent = parent.parent
     out.checks.append(

@@ -580,6 +580,42 @@ def _unpinned_bwrap() -> type:
 
 
 
+class NoSweep(AgentcoreHarness):
+    """Protected files a sandboxed command creates are left where it made them (no sweep after the command)."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        from agentcore.environments import callguard, guard
+
+        real = callguard.finish
+        callguard.finish = lambda prepared: guard.SweepReport()  # type: ignore[assignment]
+        try:
+            return await super().invoke(agent, session, tool, args)
+        finally:
+            callguard.finish = real  # type: ignore[assignment]
+
+
+class UnsafeGit(AgentcoreHarness):
+    """Sandboxed git reads the repository's configuration as it is (no git variables, no overrides)."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        import dataclasses
+
+        from agentcore.environments import callguard
+
+        real = callguard.prepare
+
+        def prepare(policy: Any, roots: Any) -> Any:
+            got = real(policy, roots)
+            env = {k: v for k, v in got.policy.env.items() if not k.startswith("GIT_") and k not in ("PAGER", "SSH_ASKPASS")}
+            return dataclasses.replace(got, policy=dataclasses.replace(got.policy, env=env))
+
+        callguard.prepare = prepare  # type: ignore[assignment]
+        try:
+            return await super().invoke(agent, session, tool, args)
+        finally:
+            callguard.prepare = real  # type: ignore[assignment]
+
+
 def _naive_fetch(url: str) -> dict[str, Any]:
     """What a careless web_fetch does: urllib, redirects followed anywhere (its own limit), no bounds, no conversion."""
     import urllib.error
@@ -691,6 +727,8 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "whole-root-visible": WholeRootVisible,
     "follows-hard-links": FollowsHardLinks,
     "unpinned-denies": UnpinnedDenies,
+    "no-sweep": NoSweep,
+    "unsafe-git": UnsafeGit,
     "redirects-unchecked": RedirectsUnchecked,
     "no-download-limit": NoDownloadLimit,
     "raw-html": RawHtml,

@@ -59,7 +59,8 @@ class DefaultWatchdog:
         check_secrets = "secrets" in enabled
         ws_raw = getattr(call.manifest, "workspace", None)
         ws = _norm(os.fspath(ws_raw)) if ws_raw is not None else None
-        ctx = _Ctx(ws, self._home, enabled)
+        effective = getattr(call.manifest, "effective", None)
+        ctx = _Ctx(ws, self._home, enabled, getattr(effective, "can_write", None))
         if check_secrets:
             for v in (call.paths or {}).values():
                 p = _fspath_str(v)
