@@ -21,6 +21,8 @@ from typing import Any, Callable
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from agentcore.textdata import StructureError, loads_json
+
 from . import PROTOCOL_VERSION
 from .protocol import ProtocolViolation, check_reply
 
@@ -90,8 +92,10 @@ class CommandTransport:
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except ValueError:
+            return loads_json(line)
+        except StructureError as exc:  # a duplicate key or deep nesting: refused, never recursed into
+            raise ProtocolViolation(f"the harness wrote a line that is refused: {exc.message}") from None
+        except ValueError:  # UnicodeDecodeError included
             raise ProtocolViolation("the harness wrote a line that is not JSON") from None
 
     async def stop(self) -> None:

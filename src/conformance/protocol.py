@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Any, Awaitable, Callable, Mapping
 
+from agentcore.textdata import loads_json
+
 from . import PROTOCOL_VERSION
 
 OPS: tuple[str, ...] = ("start", "reset", "compile", "set_rules", "call", "answer", "close")
@@ -97,7 +99,8 @@ def skip_reply(reason: str, **details: Any) -> dict[str, Any]:
 def decode_request(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(request, None) or (None, error reply) for a line that is not a valid request."""
     try:
-        req = json.loads(line)
+        # Duplicate keys and deep nesting are refused like malformed JSON (StructureError is a ValueError).
+        req = loads_json(line)
     except (ValueError, UnicodeDecodeError):
         return None, {"seq": None, **error_reply("request is not valid JSON")}
     if not isinstance(req, dict) or "seq" not in req or req.get("op") not in OPS:

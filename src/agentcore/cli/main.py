@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
+from ..textdata import StructureError, key_path_text, loads_json
+
 
 class UsageError(Exception):
     pass
@@ -50,9 +52,11 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _parse_args_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         _die(f"ARGS_JSON is not valid JSON: {exc.msg} at column {exc.colno}")
+    except StructureError as exc:  # a duplicate key or deep nesting: never a value
+        _die(f"ARGS_JSON is refused: {key_path_text(exc.path)}: {exc.message}")
 
 
 def cmd_manifest_check(args: argparse.Namespace) -> int:
