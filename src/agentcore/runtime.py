@@ -21,7 +21,7 @@ from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .patterns.globtext import glob_unescape, has_wildcard
 from .protected import protected_reason
 from .rules.engine import Decision, Subject
-from .truncation import ByteSpool, LineSpool
+from .truncation import ByteSpool, LineSpool, SidecarAllowance
 
 if TYPE_CHECKING:
     from .environments.base import Environment, OutputSink, ProcessOutcome, SandboxPolicy
@@ -282,13 +282,24 @@ class Runtime:
     registry: "ToolRegistry"
     engine: Any = None  # the Engine, for `task` (child sessions)
     extra: dict[str, Any] = field(default_factory=dict)
+    sidecars: SidecarAllowance | None = None
+    """What this call may write to sidecars (TRUNC-9); every spool of the call draws on it."""
+
+    def __post_init__(self) -> None:
+        if self.sidecars is None:
+            self.sidecars = SidecarAllowance(self.limits.sidecar_bytes, self.session.sidecar_budget)
 
     @property
     def limits(self):  # noqa: ANN201 - Limits
         return self.manifest.limits
 
+    @property
+    def output_capped(self) -> bool:
+        """Whether some output of this call was cut at the sidecar cap."""
+        return self.sidecars is not None and self.sidecars.capped
+
     def byte_spool(self, limit: int) -> ByteSpool:
-        return ByteSpool(self.session.workdir, self.tool_id, limit)
+        return ByteSpool(self.session.workdir, self.tool_id, limit, self.sidecars)
 
     def line_spool(self, limit: int) -> LineSpool:
-        return LineSpool(self.session.workdir, self.tool_id, limit)
+        return LineSpool(self.session.workdir, self.tool_id, limit, self.sidecars)

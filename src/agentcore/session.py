@@ -15,8 +15,10 @@ from typing import Any
 import anyio
 from wcmatch import glob as wcglob
 
+from .limits import Limits
 from .rules.engine import RuleEngine
 from .rules.model import CompiledRule, Rule, compile_rules
+from .truncation import SidecarBudget
 from .variables import Bindings
 
 
@@ -46,6 +48,7 @@ class Session:
         depth: int = 0,
         parent: "Session | None" = None,
         workdir_root: Path | None = None,
+        sidecar_bytes: int | None = None,
     ) -> None:
         self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
         self.workspace = workspace
@@ -59,6 +62,9 @@ class Session:
         # pass the capability check when read back.
         self.workdir = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"agentcore-{self.id}-", dir=root)))
         self.stores = SessionStores()
+        # TRUNC-9: the sidecars of this session and of its children share the tree's cap.
+        limit = Limits().session_sidecar_bytes if sidecar_bytes is None else sidecar_bytes
+        self.sidecar_budget = SidecarBudget(limit, parent.sidecar_budget if parent is not None else None)
         self._manifest_rules = manifest_rules
         self._project_rules = project_rules
         self._session_rules: list[CompiledRule] = []
@@ -122,4 +128,5 @@ class Session:
         for child in self.children:
             child.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+        self.sidecar_budget.close()
         self.closed = True

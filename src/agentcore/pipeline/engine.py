@@ -109,6 +109,7 @@ class Engine:
             session_id=session_id,
             depth=(parent.depth + 1) if parent else 0,
             parent=parent,
+            sidecar_bytes=self.manifest.limits.session_sidecar_bytes,
         )
 
     # -- environment -------------------------------------------------------------
@@ -326,7 +327,7 @@ class Engine:
             return result
         spool = runtime.byte_spool(limit)
         try:
-            spool.write_sync(encoded)
+            spool.write_all(encoded)  # a cap cuts the sidecar; the envelope then says output_capped
         finally:
             spool.close()
         return ToolResult(
@@ -446,6 +447,8 @@ class Engine:
         assert result is not None
         if not result.truncated and result.output_path is None and tool_id not in _OWN_TRUNCATION:
             result = self._truncate_generic(result, runtime)
+        if runtime.output_capped:  # TRUNC-9: whichever spool of the call hit the cap
+            result.extra = {**result.extra, "output_capped": True}
         return Envelope(
             type="output",
             data=result.data,

@@ -17,7 +17,7 @@ from typing import Any
 from wcmatch import glob as wcglob
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import OutputCapped, ToolFailure
 from . import _schemas
 from ._rg import decode_all, list_files_raw
 from .base import CallContext, Tool, ToolResult
@@ -117,6 +117,8 @@ class GlobTool(Tool):
                         full = prefix + r
                         if visible(full):
                             spool.add(full, full)
+        except OutputCapped:
+            pass  # the sidecar is full (TRUNC-9): the paths kept are a sorted prefix, the envelope says output_capped
         finally:
             spool.close()
         data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}

@@ -34,7 +34,7 @@ import anyio
 from anyio.lowlevel import checkpoint
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import OutputCapped, ToolFailure
 from ..truncation import LineSpool
 from . import _schemas
 from ._rg import list_files_raw, read_records, rg_output, rg_run
@@ -205,13 +205,19 @@ class GrepTool(Tool):
             raise ToolFailure("not_regular", "path is neither a directory nor a regular file")  # a FIFO would block
         visible = runtime.fs.tree_filter(root)
         spool = runtime.line_spool(runtime.limits.grep_matches)
+        # rg's own output file is bounded too (TRUNC-9): by what the call may still write.
+        limit = runtime.sidecars.room()
         try:
             if is_dir and visible is None and filt is None:
-                await _search_tree(base, pattern, root, spool)
+                capped = await _search_tree(base, pattern, root, spool, limit)
             else:
-                await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, visible, spool)
+                capped = await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, visible, spool, limit)
+        except OutputCapped:
+            capped = True  # the sidecar is full: the matches kept are a sorted prefix
         finally:
             spool.close()
+        if capped:
+            runtime.sidecars.capped = True
         data: dict[str, Any] = {"matches": list(spool.head), "total": spool.total}
         if spool.truncated:
             data["head"] = spool.head_text()
@@ -228,7 +234,8 @@ class GrepTool(Tool):
         glob_arg: str | None,
         visible: Callable[[str], bool] | None,
         spool: LineSpool,
-    ) -> None:
+        limit: int,
+    ) -> bool:
         # 1. The files to search: listed, filtered by `glob` (FILE-15) and by
         # visibility, then sorted (FILE-16). A hidden file is never even opened.
         if is_dir:
@@ -249,38 +256,47 @@ class GrepTool(Tool):
                 files.append(rel)
         if not files:  # still report an invalid pattern
             await rg_run(argv + ["/dev/null"], cwd, lambda _records: None)
-            return
-        await _search_batches(argv, cwd, _batches(files), prefix, spool)
+            return False
+        return await _search_batches(argv, cwd, _batches(files), prefix, spool, limit)
 
 
-async def _search_tree(base: list[str], pattern: list[str], root: str, spool: LineSpool) -> None:
+async def _search_tree(base: list[str], pattern: list[str], root: str, spool: LineSpool, limit: int) -> bool:
+    """One parallel rg over the whole tree; whether its output reached `limit` (the matches kept are then those found first)."""
     # The walk's own rules match list_files_raw: hidden files, no ignore files,
     # no `.git`, no symlinks followed; names with a newline are skipped as
     # there (rg's line-oriented output could not attribute their matches).
     argv = base + ["--hidden", "--no-ignore", "--glob", "!*\n*", "--glob", "!.git"] + pattern + ["."]
-    out = _Output(await rg_output(argv, root))
+    f, capped = await rg_output(argv, root, limit=limit)
+    out = _Output(f)
     try:
         await out.build_index()
         await _emit(out.groups(sort=True), root.rstrip("/") + "/", spool, dotted=True)
     finally:
         out.close()
+    return capped
 
 
-async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, spool: LineSpool) -> None:
-    """Search the batches, up to CONCURRENCY at once, emitting their results in batch order.
+async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, spool: LineSpool, limit: int) -> bool:
+    """Search the batches, up to CONCURRENCY at once, emitting their results in batch order; whether one was capped.
 
     At most CONCURRENCY batches are outstanding (running, or finished and
-    waiting for an earlier one to be emitted).
+    waiting for an earlier one to be emitted), each rg output file bounded by
+    `limit`. A batch whose output reached it holds a prefix of its results (rg
+    -j1 keeps argument order): it is emitted and the search stops there, so
+    the matches kept are a sorted prefix.
     """
     outs: list[_Output | None] = [None] * len(batches)
     errors: list[BaseException | None] = [None] * len(batches)
+    capped = [False] * len(batches)
     done = [anyio.Event() for _ in batches]
     window = anyio.Semaphore(CONCURRENCY)
     failure: BaseException | None = None
+    stopped = False
 
     async def run(i: int) -> None:
         try:
-            out = _Output(await rg_output(argv + batches[i], cwd))
+            f, capped[i] = await rg_output(argv + batches[i], cwd, limit=limit)
+            out = _Output(f)
             outs[i] = out
             await out.build_index()
         except ToolFailure as exc:
@@ -306,9 +322,16 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                 out = outs[i]
                 assert out is not None
                 # Within a batch rg (-j1) keeps the order of its arguments: already sorted.
-                await _emit(out.groups(sort=False), prefix, spool, dotted=False)
+                try:
+                    await _emit(out.groups(sort=False), prefix, spool, dotted=False)
+                except OutputCapped:
+                    capped[i] = True
                 out.close()
                 outs[i] = None
+                if capped[i]:
+                    stopped = True
+                    tg.cancel_scope.cancel()
+                    break
                 window.release()
     finally:
         for o in outs:
@@ -316,6 +339,7 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                 o.close()
     if failure is not None:
         raise failure
+    return stopped
 
 
 def _batches(files: list[str]) -> list[list[str]]:
