@@ -8,13 +8,16 @@ cannot redirect a call.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
+import re
 import shutil
 import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
@@ -48,11 +51,174 @@ def _hides(decision: Decision) -> bool:
     return decision.action == "deny" or (decision.action == "ask" and decision.rule is not None)
 
 
+@dataclass(frozen=True)
+class ReadScreen:
+    """What a watchdog says about reading paths, synchronously and cheaply, for search results (PERM-14, WDOG-14).
+
+    A search must not show what `read` would have to ask about, yet cannot
+    put every result to the watchdog's `review`. A watchdog that offers a
+    screen answers two questions instead:
+
+    - `withholds(path)`: whether a `read` of this canonical path would not be
+      allowed without asking (the watchdog would ask or deny);
+    - `markers(root)`: lowercase strings without `/` such that every path
+      beneath the canonical directory `root` that `withholds` holds for
+      contains one of them in its part below `root`, compared after
+      `str.lower()`; `()` when nothing beneath `root` is withheld, and `None`
+      when there is no such promise (then every path is asked).
+
+    The markers let a search over thousands of files ask `withholds` about a
+    handful of them.
+    """
+
+    withholds: Callable[[str], bool]
+    markers: Callable[[str], "tuple[str, ...] | None"] = lambda root: None
+
+
+OPEN_SCREEN = ReadScreen(lambda path: False, lambda root: ())
+"""Withholds nothing: the screen of a watchdog that never asks about a read."""
+CLOSED_SCREEN = ReadScreen(lambda path: True, lambda root: None)
+"""Withholds everything: the screen of a watchdog that cannot answer for paths (fail closed)."""
+
+_GLOB_META = re.compile(r"[*?\[\]{}\\/\0]")
+_N = TypeVar("_N", str, bytes)
+
+
+def _trie(words: Sequence[str]) -> dict[str, Any]:
+    """A character trie of `words` in which a word that contains a shorter one as a prefix is dropped (it adds nothing)."""
+    root: dict[str, Any] = {}
+    for word in sorted(set(words), key=len):
+        node = root
+        for ch in word:
+            if "" in node:
+                break  # a shorter word ends here: every text with `word` already has it
+            node = node.setdefault(ch, {})
+        else:
+            node.clear()
+            node[""] = {}
+    return root
+
+
+def _trie_regex(node: dict[str, Any]) -> str:
+    if "" in node:
+        return ""
+    parts = [re.escape(ch) + _trie_regex(child) for ch, child in sorted(node.items())]
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+@functools.lru_cache(maxsize=16)
+def _marker_regexes(markers: tuple[str, ...]) -> tuple["re.Pattern[str]", "re.Pattern[bytes]"]:
+    """One pass for all markers: a trie-shaped alternation is far cheaper for `re` than one find per marker."""
+    pattern = _trie_regex(_trie(markers))
+    return re.compile(pattern), re.compile(pattern.encode("utf-8", "surrogateescape"))
+
+
+def _marked(names: Sequence[_N], markers: tuple[str, ...]) -> list[int]:
+    """Indices of the names that contain a marker after lower-casing: whole-list scans, Python work only per hit."""
+    if not names or not markers:
+        return []
+    text_rx, bytes_rx = _marker_regexes(markers)
+    text: str | bytes
+    if isinstance(names[0], bytes):
+        joined = b"\0".join(names)  # type: ignore[arg-type]
+        if joined.isascii():
+            text = joined.lower()  # ASCII: lower() keeps every offset
+            hits = [m.start() for m in bytes_rx.finditer(text)]
+            sep = b"\0"
+        else:
+            text = joined.decode("utf-8", "surrogateescape").lower()
+            hits = [m.start() for m in text_rx.finditer(text)]
+            sep = "\0"  # type: ignore[assignment]
+    else:
+        text = "\0".join(names).lower()  # type: ignore[arg-type]
+        hits = [m.start() for m in text_rx.finditer(text)]
+        sep = "\0"  # type: ignore[assignment]
+    if not hits:
+        return []
+    # lower() may change lengths outside ASCII: locate names by the separators of the lowered text.
+    seps = [m.start() for m in re.finditer(re.escape(sep), text)]  # type: ignore[call-overload]
+    return sorted({bisect.bisect_left(seps, at) for at in hits})
+
+
+@dataclass
+class SearchScope:
+    """Which results of one search are shown, and how many were withheld (PERM-14, FILE-13).
+
+    Three filters: fs.read (a path outside it is simply not there), the
+    rules (`visible`, decided once per search by `ScopedFS.tree_filter`), and
+    the watchdog's `ReadScreen`. Paths in fs.read that the rules or the
+    screen hide are counted in `withheld`; which ones is never told.
+    """
+
+    rules: Callable[[str], bool] | None
+    """None: no rule hides anything beneath the root."""
+    in_scope: Callable[[str], bool]
+    screen: ReadScreen
+    markers: tuple[str, ...] | None
+    withheld: int = 0
+
+    def withheld_among(self, names: Sequence[_N], prefix: str) -> set[int]:
+        """Indices of the `names` (relative to the directory `prefix`, which ends in `/`) that the screen withholds."""
+        if self.markers == () or not names:
+            return set()
+        candidates = range(len(names)) if self.markers is None else _marked(names, self.markers)
+        return {i for i in candidates if self._withholds(prefix + _as_text(names[i]))}
+
+    def screen_out(self, names: list[_N], prefix: str) -> list[_N]:
+        """`names` without those the screen withholds, which are counted."""
+        drop = self.withheld_among(names, prefix)
+        if not drop:
+            return names
+        self.withheld += len(drop)
+        return [n for i, n in enumerate(names) if i not in drop]
+
+    def shows(self, path: str) -> bool:
+        """The rules' verdict on one path already screened; a hidden path in fs.read is counted."""
+        if self.rules is None or self.rules(path):
+            return True
+        if self.in_scope(path):
+            self.withheld += 1
+        return False
+
+    def _withholds(self, path: str) -> bool:
+        try:
+            return bool(self.screen.withholds(path))
+        except Exception:  # a screen that cannot answer for a path withholds it
+            return True
+
+
+def _as_text(name: str | bytes) -> str:
+    return name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+
+
+def screen_markers(screen: ReadScreen, root: str) -> tuple[str, ...] | None:
+    """The screen's markers for `root`, or None when it gives none usable (each must be a non-empty glob-free name part)."""
+    try:
+        markers = screen.markers(root)
+    except Exception:
+        return None
+    if markers is None:
+        return None
+    out = tuple(markers)
+    if not all(isinstance(m, str) and m and m == m.lower() and not _GLOB_META.search(m) for m in out):
+        return None
+    return out
+
+
 class ScopedFS:
-    def __init__(self, manifest: "CompiledManifest", session: "Session", tool: str) -> None:
+    def __init__(self, manifest: "CompiledManifest", session: "Session", tool: str, screen: ReadScreen = CLOSED_SCREEN) -> None:
         self._m = manifest
         self._s = session
         self._tool = tool
+        self._screen = screen
+
+    def search_scope(self, root: str) -> SearchScope:
+        """What a search from the canonical `root` may show: fs.read, the rules and the watchdog's read screen.
+
+        `root` is the directory the results' relative names start from (for a
+        file, its directory).
+        """
+        return SearchScope(self.tree_filter(root), self.may_read, self._screen, screen_markers(self._screen, root))
 
     # -- scope -------------------------------------------------------------
     def may_read(self, path: str) -> bool:

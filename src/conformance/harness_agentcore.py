@@ -60,6 +60,15 @@ class ScriptedWatchdog:
                 return Verdict(action, v.get("reason", ""), v.get("category", "host"))
         return Verdict.allow()
 
+    def read_screen(self, manifest: Any) -> Any:
+        """What a search withholds (WDOG-14): everything when a `read` would not be allowed, else nothing."""
+        from agentcore.runtime import CLOSED_SCREEN, OPEN_SCREEN
+
+        for v in self.verdicts:
+            if v.get("tool", "*") in ("*", "read"):
+                return OPEN_SCREEN if v.get("action", "allow") == "allow" else CLOSED_SCREEN
+        return OPEN_SCREEN
+
 
 # -- suspension of calls that ask ---------------------------------------------------------
 

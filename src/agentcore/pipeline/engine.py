@@ -34,7 +34,7 @@ from ..tools.registry import ToolRegistry, default_registry
 from .broker import HEADLESS_ASK_TEXT, AskBroker, AskRequest, HeadlessBroker
 from .capability import CapabilityResult, check_capabilities
 from .schema import validate_args
-from .watchdog import Verdict, Watchdog, WatchdogCall
+from .watchdog import Verdict, Watchdog, WatchdogCall, read_screen_of
 
 
 @dataclass
@@ -404,7 +404,7 @@ class Engine:
             tool_id=tool_id,
             call_id=call_id,
             resolved=cap.resolved,
-            fs=ScopedFS(self.manifest, session, tool_id),
+            fs=ScopedFS(self.manifest, session, tool_id, read_screen_of(self.watchdog, self.manifest)),
             proc=ProcessSurface(self.manifest, session, environment, policy),
             broker=self.broker,
             registry=self.registry,

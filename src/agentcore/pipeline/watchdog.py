@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol
 
+from ..runtime import CLOSED_SCREEN, OPEN_SCREEN, ReadScreen
+
 if TYPE_CHECKING:
     from ..manifest.compiled import CompiledManifest
     from ..shell.parse import SimpleCommand
@@ -43,8 +45,34 @@ class Watchdog(Protocol):
     async def review(self, call: WatchdogCall) -> Verdict: ...
 
 
+class ScreensReads(Protocol):
+    """What a watchdog offers so that searches can leave out what `read` would ask about (WDOG-14).
+
+    `read_screen(manifest)` returns a `runtime.ReadScreen` that agrees with
+    `review` on `read` calls: `withholds(path)` exactly when `review` of a
+    `read` of that canonical path would not answer `allow`.
+    """
+
+    def read_screen(self, manifest: "CompiledManifest") -> ReadScreen: ...
+
+
+def read_screen_of(watchdog: Any, manifest: "CompiledManifest") -> ReadScreen:
+    """The watchdog's read screen; a watchdog that offers none, or fails to give one, withholds every path (fail closed)."""
+    offer = getattr(watchdog, "read_screen", None)
+    if offer is None:
+        return CLOSED_SCREEN
+    try:
+        screen = offer(manifest)
+    except Exception:
+        return CLOSED_SCREEN
+    return screen if isinstance(screen, ReadScreen) else CLOSED_SCREEN
+
+
 class AllowAllWatchdog:
     """No opinion: used when a manifest switches the watchdog off."""
 
     async def review(self, call: WatchdogCall) -> Verdict:
         return Verdict.allow()
+
+    def read_screen(self, manifest: Any) -> ReadScreen:
+        return OPEN_SCREEN

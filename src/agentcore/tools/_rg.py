@@ -199,10 +199,23 @@ def path_key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def files_argv(rg: str, *, prefilter: str | None = None) -> list[str]:
+def part_glob(part: str) -> str:
+    """`*part*` as an rg `--iglob` that matches every name whose `str.lower()` contains `part` (glob-free, lower case).
+
+    rg ignores case for ASCII only; the one other character that Python
+    lower-cases into a letter a part can hold is the Kelvin sign (to `k`).
+    """
+    return "*" + part.replace("k", "{k,\u212a}") + "*"
+
+
+def files_argv(rg: str, *, prefilter: str | None = None, parts: Sequence[str] = ()) -> list[str]:
+    """`rg --files` as the search tools list; `parts`: only paths with a component containing one of
+    these glob-free strings, ignoring case (and everything beneath such a directory)."""
     argv = [rg, "--files", "--null", "--hidden", "--no-ignore", "--no-messages", "--no-config"]
     if prefilter is not None:
         argv += ["--glob", prefilter]
+    for part in parts:
+        argv += ["--iglob", part_glob(part), "--iglob", f"**/{part_glob(part)}/**"]
     # Later globs take precedence in rg: the exclusion must come last, or a
     # prefilter such as `*` would bring `.git` back.
     return argv + ["--glob", "!.git", "--", "."]
@@ -216,7 +229,7 @@ def _has_git_component(listing: bytes) -> bool:
     return any(marker in framed for marker in (b"/.git/", b"/.git\0", b"\0.git/", b"\0.git\0"))
 
 
-async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None) -> list[bytes]:
+async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None, parts: Sequence[str] = ()) -> list[bytes]:
     """Paths (bytes, as the file system has them), relative to the directory `root`, of the regular files beneath it.
 
     Hidden files included, no ignore files, `.git` skipped, symlinks neither
@@ -238,7 +251,7 @@ async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None) ->
             names.sort()
             out.extend(names)
 
-    await rg_blocks(files_argv(rg, prefilter=prefilter), root, on_block)
+    await rg_blocks(files_argv(rg, prefilter=prefilter, parts=parts), root, on_block)
     if tail:
         out.extend(_names(tail))  # rg ends every name with a NUL; be lenient anyway
     return out
