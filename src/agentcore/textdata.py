@@ -103,7 +103,7 @@ def _json_key(token: str) -> str:
     return key if isinstance(key, str) else token
 
 
-def _scan_json(text: str) -> LineIndex:
+def _scan_json(text: str, max_depth: int) -> LineIndex:
     """Depth and duplicate keys checked, and the line of every key path recorded, without recursion."""
     lines: LineIndex = {}
     stack: list[_Frame] = []
@@ -112,8 +112,8 @@ def _scan_json(text: str) -> LineIndex:
         if tok in ("{", "["):
             path = top.child_path() if top is not None else ()
             lines.setdefault(path, line)
-            if len(stack) >= MAX_DEPTH:
-                raise StructureError(f"nested more than {MAX_DEPTH} levels deep", line=line, path=path)
+            if len(stack) >= max_depth:
+                raise StructureError(f"nested more than {max_depth} levels deep", line=line, path=path)
             stack.append(_Frame(tok == "{", path))
         elif tok in ("}", "]"):
             if stack:
@@ -135,17 +135,22 @@ def _scan_json(text: str) -> LineIndex:
     return lines
 
 
-def load_json(text: str) -> tuple[Any, LineIndex]:
+def load_json(text: str, *, max_depth: int = MAX_DEPTH) -> tuple[Any, LineIndex]:
     """(data, line of each key path); raises StructureError, or json.JSONDecodeError for a syntax error.
 
     The structure is checked by an iterative scan before the (recursive) decoder runs.
     """
-    lines = _scan_json(text)
+    lines = _scan_json(text, max_depth)
     return json.loads(text), lines
 
 
-def loads_json(text: str | bytes) -> Any:
-    """`json.loads` that refuses duplicate keys and deep nesting (StructureError); other errors as json.loads raises them."""
+def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """`json.loads` that refuses duplicate keys and deep nesting (StructureError); other errors as json.loads raises them.
+
+    `max_depth` above MAX_DEPTH suits a transport that carries call arguments
+    (which the engine then refuses past MAX_DEPTH itself); the decoder's own
+    recursion stays far away either way.
+    """
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return load_json(text)[0]
+    return load_json(text, max_depth=max_depth)[0]

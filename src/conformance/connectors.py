@@ -24,7 +24,7 @@ from anyio.abc import Process, TaskGroup
 from agentcore.textdata import StructureError, loads_json
 
 from . import PROTOCOL_VERSION
-from .protocol import ProtocolViolation, check_reply
+from .protocol import MAX_MESSAGE_DEPTH, ProtocolViolation, check_reply
 
 STDERR_TAIL = 4096
 
@@ -92,7 +92,7 @@ class CommandTransport:
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            return loads_json(line)
+            return loads_json(line, max_depth=MAX_MESSAGE_DEPTH)
         except StructureError as exc:  # a duplicate key or deep nesting: refused, never recursed into
             raise ProtocolViolation(f"the harness wrote a line that is refused: {exc.message}") from None
         except ValueError:  # UnicodeDecodeError included

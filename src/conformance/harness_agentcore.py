@@ -37,6 +37,7 @@ NON_TOOL_FEATURES: tuple[str, ...] = (
     "limits",             # manifest `limits` are honoured
     "symlinks",           # workspaces may contain symlinks
     "fixture.http",       # web_fetch reaches the runner's loopback servers (listed by literal address)
+    "manifest.text",      # compile accepts the manifest file's exact text (manifest_text)
 )
 
 
@@ -224,6 +225,26 @@ class AgentcoreHarness:
 
         return AllowAllWatchdog()
 
+    def manifest_file(self, text: str, fmt: str) -> tuple[str, str]:
+        """The text and format of the manifest file to load (a hook for the broken implementations)."""
+        return text, fmt
+
+    def _write_manifest(self, req: dict[str, Any], directory: Path) -> Path:
+        """The request's manifest as a file: its exact text (`manifest_text`), or the object as JSON."""
+        text = req.get("manifest_text")
+        if isinstance(text, str):
+            fmt = req.get("manifest_format", "yaml")
+            if fmt not in ("yaml", "json"):
+                raise HarnessError("manifest_format must be yaml or json")
+            text, fmt = self.manifest_file(text, fmt)
+        elif isinstance(req.get("manifest"), dict):
+            text, fmt = json.dumps(self.prepare_manifest(req["manifest"])), "json"
+        else:
+            raise HarnessError("compile needs a manifest object or manifest_text")
+        path = directory / f"manifest.{fmt}"
+        path.write_text(text, encoding="utf-8")
+        return path
+
     async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
         from agentcore.errors import ManifestError
         from agentcore.manifest.compiled import load_manifest
@@ -231,14 +252,9 @@ class AgentcoreHarness:
         from agentcore.tools.registry import default_registry
 
         name = _name(req, "agent")
-        manifest = req.get("manifest")
-        if not isinstance(manifest, dict):
-            raise HarnessError("compile needs a manifest object")
         ws = req.get("workspace")
         bindings = req.get("bindings") or {}
-        directory = Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp))
-        path = directory / "manifest.json"
-        path.write_text(json.dumps(self.prepare_manifest(manifest)), encoding="utf-8")
+        path = self._write_manifest(req, Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp)))
         registry = default_registry()
         try:
             compiled = load_manifest(
