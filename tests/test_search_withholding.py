@@ -207,5 +207,7 @@ async def test_default_screen_agrees_with_review_and_keeps_its_marker_promise(ro
 
 def test_markers_cover_every_secret_rule() -> None:
     assert secret_markers("/home/u/project") == SECRET_MARKERS
-    assert secret_markers("/home/u/.ssh") is None and secret_markers("/x/.AWS") is None
+    assert secret_markers("/home/u/.ssh") is None and secret_markers("/home/u/.GnuPG/x") is None
+    assert secret_markers("/x/.AWS") == SECRET_MARKERS + ("credentials",)
+    assert secret_markers("/home/u/my.environment/ws") == SECRET_MARKERS  # a marker inside a name is no reason to ask about all
     assert _marked([b"a/b.py", b"x/.env", b"c/d.PEM", b".ssh/k", b"fine.txt"], SECRET_MARKERS) == [1, 2, 3]

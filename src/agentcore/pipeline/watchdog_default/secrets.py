@@ -54,12 +54,18 @@ def _is_secret(path: str) -> bool:
 def secret_markers(root: str) -> tuple[str, ...] | None:
     """The read-screen markers beneath the canonical directory `root`.
 
-    None (ask about every path) when `root` itself carries a marker: then a
-    component above a path's own part, such as `.ssh` or the `.aws` of
-    `.aws/credentials`, may be what makes it secret.
+    A root inside `.ssh` or `.gnupg` makes everything beneath it secret: None
+    (ask about every path). A root that is itself `.aws`, `.kube` or
+    `.docker` lends the first half of a two-part tail: its child's name joins
+    the markers.
     """
-    low = root.lower()
-    return None if any(m in low for m in SECRET_MARKERS) else SECRET_MARKERS
+    parts = [p for p in root.lower().split("/") if p and p != "."]
+    if any(p in _SECRET_DIRS for p in parts):
+        return None
+    for first, last in _SECRET_TAILS2:
+        if parts and parts[-1] == first:
+            return SECRET_MARKERS + (last,)
+    return SECRET_MARKERS
 
 
 def _links_below_workspace(ctx: _Ctx, p: str) -> bool:
