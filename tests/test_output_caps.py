@@ -311,3 +311,55 @@ def test_line_spool_sidecar_holds_whole_lines_within_the_cap(tmp_path_factory: p
     assert kept == lines[: len(kept)]
     assert spool.capped == (len(kept) < len(lines))
     assert spool.total == max(len(kept), min(head, len(lines)))
+
+
+# -- web_fetch and task: outputs complete in memory, cut only in the sidecar ---------------------------
+
+
+@pytest.mark.anyio
+async def test_web_fetch_content_is_capped_in_the_sidecar(tmp_path: Path) -> None:
+    try:
+        from test_tools_web_fetch import Server, make_engine
+    except ImportError:  # pragma: no cover
+        from tests.test_tools_web_fetch import Server, make_engine
+
+    body = b"".join(b"line %07d\n" for i in range(100_000))  # 1.3 MB of text
+    srv = Server({"/big": (200, {"Content-Type": "text/plain; charset=utf-8"}, body)})
+    try:
+        for limits, expect_capped in (({"sidecar_bytes": 500_000}, True), ({}, False)):
+            (tmp_path / str(expect_capped)).mkdir()
+            engine = make_engine(tmp_path / str(expect_capped), [f"127.0.0.1:{srv.port}"], limits=limits)
+            session = engine.open_session()
+            try:
+                env = await engine.call(session, "web_fetch", {"url": srv.url("/big")})
+                assert env.ok and env.truncated and capped(env) is expect_capped, env.to_dict()["metadata"]
+                sidecar = Path(env.output_path).read_bytes()
+                assert sidecar == (body[:500_000] if expect_capped else body)
+            finally:
+                session.close()
+    finally:
+        srv.close()
+
+
+@pytest.mark.anyio
+async def test_a_task_result_is_capped_in_the_sidecar(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    text = "r" * 1_000_000
+    for cap, expect_capped in ((300_000, True), (None, False)):
+        manifest = tmp_path / f"m{cap}.yaml"
+        limits = f"limits: {{sidecar_bytes: {cap}}}\n" if cap else ""
+        manifest.write_text("name: p\ntools: [task]\nenvironment: none\nrules: [{permission: '*', pattern: '*', action: allow}]\n" + limits)
+        engine = Engine(load_manifest(manifest, workspace=ws), watchdog=AllowAllWatchdog())
+
+        async def runner(child_engine: Engine, child: Session, prompt: str, description: str) -> str:
+            return text
+
+        engine.subagent_runner = runner  # type: ignore[attr-defined]
+        session = engine.open_session(headless=True)
+        try:
+            env = await engine.call(session, "task", {"description": "d", "prompt": "p"})
+            assert env.ok and capped(env) is expect_capped
+            assert os.path.getsize(env.output_path) == (cap if expect_capped else len(text))
+        finally:
+            session.close()
