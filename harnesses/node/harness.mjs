@@ -284,8 +284,23 @@ const SCHEMAS = {
   glob: { required: ["pattern"], props: { pattern: ["string", 1], path: ["string", 1] } },
 };
 
+// Containers nested deeper than this are refused before anything else looks at the arguments (SPEC ORDER-2).
+const MAX_DEPTH = 64;
+
+function tooDeep(value) {
+  const stack = [[value, 1]];
+  while (stack.length) {
+    const [item, depth] = stack.pop();
+    if (typeof item !== "object" || item === null) continue;
+    if (depth > MAX_DEPTH) return true;
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 function validate(tool, args) {
   if (typeof args !== "object" || args === null || Array.isArray(args)) return "/: type (must be an object)";
+  if (tooDeep(args)) return `/: nested more than ${MAX_DEPTH} levels deep`;
   const s = SCHEMAS[tool];
   for (const k of s.required) if (!(k in args)) return `/${k}: required`;
   for (const [k, v] of Object.entries(args)) {

@@ -43,6 +43,14 @@ class Refusal(AgentCoreError):
         super().__init__(message)
 
 
+class OutputCapped(AgentCoreError):
+    """A sidecar reached its cap (TRUNC-9): whatever produces the output must stop.
+
+    Raised by the truncation spools; the process runner answers it by killing
+    the command's process group, and the search tools by stopping the search.
+    """
+
+
 class ToolFailure(AgentCoreError):
     """A tool ran but failed in a way the model should see as an error envelope."""
 

@@ -16,8 +16,10 @@ from typing import Any
 import anyio
 from wcmatch import glob as wcglob
 
+from .limits import Limits
 from .rules.evaluator import RuleEvaluator
 from .rules.model import CompiledRule, Rule, compile_rules
+from .truncation import SidecarBudget
 from .variables import Bindings
 
 
@@ -54,6 +56,7 @@ class Session:
         parent: "Session | None" = None,
         parent_call_id: str | None = None,
         workdir_root: Path | None = None,
+        sidecar_bytes: int | None = None,
     ) -> None:
         self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
         self.workspace = workspace
@@ -72,6 +75,9 @@ class Session:
         # object does, or when the interpreter exits (not after a SIGKILL).
         self._cleanup = weakref.finalize(self, shutil.rmtree, os.fspath(self.workdir), True)
         self.stores = SessionStores()
+        # TRUNC-9: the sidecars of this session and of its children share the tree's cap.
+        limit = Limits().session_sidecar_bytes if sidecar_bytes is None else sidecar_bytes
+        self.sidecar_budget = SidecarBudget(limit, parent.sidecar_budget if parent is not None else None)
         self._manifest_rules = manifest_rules
         self._project_rules = project_rules
         self._session_rules: list[CompiledRule] = []
@@ -155,6 +161,7 @@ class Session:
         for child in self.children:
             child.close()
         self._cleanup()
+        self.sidecar_budget.close()
         self.closed = True
 
     def __enter__(self) -> "Session":

@@ -73,6 +73,7 @@ _FILE_CHECK = {
         "is_symlink": {"type": "boolean"},
         "is_dir": {"type": "boolean"},
         "size": {},
+        "max_size": {},
         "mode": {"type": "string"},
         "unchanged": {"type": "boolean"},
     },
@@ -154,6 +155,8 @@ _STEP = {
                     "type": "object",
                     "properties": {
                         "manifest": {},
+                        "manifest_text": {"type": "string"},
+                        "manifest_format": {"enum": ["yaml", "json"]},
                         "agent": {"type": "string"},
                         "workspace": {"type": ["boolean", "string"]},
                         "bindings": {"type": "object"},
@@ -275,6 +278,8 @@ class Case:
             feats.add("rules.session")
         if "watchdog" in self.setup or any("watchdog" in s.get("compile", {}) for s in self.steps):
             feats.add("watchdog.host")
+        if any("manifest_text" in s.get("compile", {}) for s in self.steps):
+            feats.add("manifest.text")
         manifests = [self.setup.get("manifest")] + [s["compile"].get("manifest") for s in self.steps if "compile" in s]
         if any(isinstance(m, dict) and "limits" in m for m in manifests):
             feats.add("limits")

@@ -207,13 +207,13 @@ def check_file(path: Path, spec: Mapping[str, Any], snapshot: Mapping[str, bytes
     if "exists" in spec and exists != spec["exists"]:
         fails.append(f"{label}: should {'exist' if spec['exists'] else 'not exist'}")
         return fails
-    if not exists and any(k in spec for k in ("content", "contains", "is_symlink", "is_dir", "size", "mode")):
+    if not exists and any(k in spec for k in ("content", "contains", "is_symlink", "is_dir", "size", "max_size", "mode")):
         return [f"{label}: does not exist"]
     if "is_symlink" in spec and os.path.islink(path) != spec["is_symlink"]:
         fails.append(f"{label}: is_symlink should be {spec['is_symlink']}")
     if "is_dir" in spec and (os.path.isdir(path) and not os.path.islink(path)) != spec["is_dir"]:
         fails.append(f"{label}: is_dir should be {spec['is_dir']}")
-    if "content" in spec or "contains" in spec or "size" in spec:
+    if "content" in spec or "contains" in spec or "size" in spec or "max_size" in spec:
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -224,6 +224,8 @@ def check_file(path: Path, spec: Mapping[str, Any], snapshot: Mapping[str, bytes
             fails.append(f"{label}: does not contain the expected text")
         if "size" in spec and len(data) != int(spec["size"]):
             fails.append(f"{label}: size {len(data)}, expected {spec['size']}")
+        if "max_size" in spec and len(data) > int(spec["max_size"]):
+            fails.append(f"{label}: size {len(data)}, expected at most {spec['max_size']}")
     if "mode" in spec:
         mode = stat.S_IMODE(os.lstat(path).st_mode)
         if mode != int(spec["mode"], 8):

@@ -21,8 +21,10 @@ from typing import Any, Callable
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from agentcore.textdata import StructureError, loads_json
+
 from . import PROTOCOL_VERSION
-from .protocol import ProtocolViolation, check_reply
+from .protocol import MAX_MESSAGE_DEPTH, ProtocolViolation, check_reply
 
 STDERR_TAIL = 4096
 
@@ -90,8 +92,10 @@ class CommandTransport:
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except ValueError:
+            return loads_json(line, max_depth=MAX_MESSAGE_DEPTH)
+        except StructureError as exc:  # a duplicate key or deep nesting: refused, never recursed into
+            raise ProtocolViolation(f"the harness wrote a line that is refused: {exc.message}") from None
+        except ValueError:  # UnicodeDecodeError included
             raise ProtocolViolation("the harness wrote a line that is not JSON") from None
 
     async def stop(self) -> None:

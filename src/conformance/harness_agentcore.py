@@ -38,6 +38,7 @@ NON_TOOL_FEATURES: tuple[str, ...] = (
     "symlinks",           # workspaces may contain symlinks
     "hardlinks",          # workspaces may contain hard links
     "fixture.http",       # web_fetch reaches the runner's loopback servers (listed by literal address)
+    "manifest.text",      # compile accepts the manifest file's exact text (manifest_text)
 )
 
 
@@ -60,6 +61,15 @@ class ScriptedWatchdog:
                     raise RuntimeError("scripted watchdog failure")
                 return Verdict(action, v.get("reason", ""), v.get("category", "host"))
         return Verdict.allow()
+
+    def read_screen(self, manifest: Any) -> Any:
+        """What a search withholds (WDOG-17): everything when a `read` would not be allowed, else nothing."""
+        from agentcore.api import CLOSED_SCREEN, OPEN_SCREEN
+
+        for v in self.verdicts:
+            if v.get("tool", "*") in ("*", "read"):
+                return OPEN_SCREEN if v.get("action", "allow") == "allow" else CLOSED_SCREEN
+        return OPEN_SCREEN
 
 
 # -- suspension of calls that ask ---------------------------------------------------------
@@ -219,18 +229,33 @@ class AgentcoreHarness:
 
         return AllowAllWatchdog()
 
+    def manifest_file(self, text: str, fmt: str) -> tuple[str, str]:
+        """The text and format of the manifest file to load (a hook for the broken implementations)."""
+        return text, fmt
+
+    def _write_manifest(self, req: dict[str, Any], directory: Path) -> Path:
+        """The request's manifest as a file: its exact text (`manifest_text`), or the object as JSON."""
+        text = req.get("manifest_text")
+        if isinstance(text, str):
+            fmt = req.get("manifest_format", "yaml")
+            if fmt not in ("yaml", "json"):
+                raise HarnessError("manifest_format must be yaml or json")
+            text, fmt = self.manifest_file(text, fmt)
+        elif isinstance(req.get("manifest"), dict):
+            text, fmt = json.dumps(self.prepare_manifest(req["manifest"])), "json"
+        else:
+            raise HarnessError("compile needs a manifest object or manifest_text")
+        path = directory / f"manifest.{fmt}"
+        path.write_text(text, encoding="utf-8")
+        return path
+
     async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
         from agentcore.api import Engine, ManifestError, default_catalog, load_manifest
 
         name = _name(req, "agent")
-        manifest = req.get("manifest")
-        if not isinstance(manifest, dict):
-            raise HarnessError("compile needs a manifest object")
         ws = req.get("workspace")
         bindings = req.get("bindings") or {}
-        directory = Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp))
-        path = directory / "manifest.json"
-        path.write_text(json.dumps(self.prepare_manifest(manifest)), encoding="utf-8")
+        path = self._write_manifest(req, Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp)))
         registry = default_catalog()
         try:
             compiled = load_manifest(

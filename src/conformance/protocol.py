@@ -15,8 +15,12 @@ import os
 import sys
 from typing import Any, Awaitable, Callable, Mapping
 
+from agentcore.textdata import loads_json
+
 from . import PROTOCOL_VERSION
 
+# Requests carry call arguments, which cases may nest past the engine's own limit (ORDER-2) on purpose.
+MAX_MESSAGE_DEPTH = 256
 OPS: tuple[str, ...] = ("start", "reset", "compile", "set_rules", "call", "answer", "close")
 REPLY_KEYS: tuple[str, ...] = ("result", "envelope", "ask", "skip", "error")
 # Which reply payloads each operation may produce (skip and error always may).
@@ -97,7 +101,8 @@ def skip_reply(reason: str, **details: Any) -> dict[str, Any]:
 def decode_request(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(request, None) or (None, error reply) for a line that is not a valid request."""
     try:
-        req = json.loads(line)
+        # Duplicate keys and deep nesting are refused like malformed JSON (StructureError is a ValueError).
+        req = loads_json(line, max_depth=MAX_MESSAGE_DEPTH)
     except (ValueError, UnicodeDecodeError):
         return None, {"seq": None, **error_reply("request is not valid JSON")}
     if not isinstance(req, dict) or "seq" not in req or req.get("op") not in OPS:

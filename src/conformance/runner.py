@@ -259,12 +259,12 @@ class CaseRun:
     async def _compile(self, step: int, spec: dict[str, Any], expect: dict[str, Any], save: dict[str, str] | None, label: str) -> None:
         ws_opt = spec.get("workspace", True)
         workspace = os.fspath(self.tree.ws) if ws_opt is True else (None if ws_opt is False else ws_opt)
-        fields: dict[str, Any] = {
-            "agent": spec.get("agent", "a"),
-            "manifest": spec["manifest"],
-            "workspace": workspace,
-            "bindings": spec.get("bindings", {}),
-        }
+        fields: dict[str, Any] = {"agent": spec.get("agent", "a"), "workspace": workspace, "bindings": spec.get("bindings", {})}
+        if "manifest_text" in spec:  # the file's exact text: duplicate keys, aliases (REQ-14)
+            fields["manifest_text"] = spec["manifest_text"]
+            fields["manifest_format"] = spec.get("manifest_format", "yaml")
+        else:
+            fields["manifest"] = spec["manifest"]
         if spec.get("watchdog") is not None:
             fields["watchdog"] = spec["watchdog"]
         reply = await self._request(step, "compile", **fields)
@@ -351,7 +351,7 @@ class CaseRun:
             self._judge(i, "answer", reply, expect, "envelope", save)
         elif "compile" in raw:
             spec = self.render(raw["compile"])
-            if "manifest" not in spec:
+            if "manifest" not in spec and "manifest_text" not in spec:
                 spec["manifest"] = self.render(self.case.setup.get("manifest", {}))
             await self._compile(i, spec, expect, save, "compile")
         elif "set_rules" in raw:

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
+from ..textdata import StructureError, key_path_text, loads_json
+
 
 class UsageError(Exception):
     pass
@@ -60,11 +62,11 @@ def _parse_args_json(text: str) -> Any:
         except (OSError, UnicodeDecodeError) as exc:
             _die(f"ARGS_JSON file {text[1:]}: {getattr(exc, 'strerror', None) or exc}")
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         _die(f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-    except RecursionError:
-        _die("ARGS_JSON is nested too deeply")
+    except StructureError as exc:  # a duplicate key or deep nesting: never a value
+        _die(f"ARGS_JSON is refused: {key_path_text(exc.path)}: {exc.message}")
 
 
 def cmd_manifest_check(args: argparse.Namespace) -> int:

@@ -72,10 +72,14 @@ class ProcessOutcome:
     timed_out: bool
     cancelled: bool
     term_signal: int | None
+    output_capped: bool = False
+    """The sink refused more output (OutputCapped), so the process group was killed as on timeout."""
 
 
 class OutputSink(Protocol):
-    async def write(self, chunk: bytes) -> None: ...
+    async def write(self, chunk: bytes) -> None:
+        """Take one chunk; raise `errors.OutputCapped` to say that no more is wanted (the command is then killed)."""
+        ...
 
 
 class Environment(abc.ABC):
@@ -103,8 +107,9 @@ class Environment(abc.ABC):
 
         stdin is /dev/null; stdout and stderr share one pipe streamed chunk by
         chunk into `sink`; the command gets its own session/process group, which
-        is killed (SIGTERM, short grace, SIGKILL) and reaped on timeout or on
-        anyio cancellation. Cancellation is re-raised after the cleanup.
+        is killed (SIGTERM, short grace, SIGKILL) and reaped on timeout, when
+        the sink raises `OutputCapped` (the outcome then says `output_capped`)
+        or on anyio cancellation. Cancellation is re-raised after the cleanup.
 
         `channel` (network "proxy"): the sandbox's end of a connected unix socket
         pair whose other end a `FilteringProxy.serve_channel` serves. The

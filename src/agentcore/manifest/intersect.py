@@ -187,6 +187,8 @@ def intersect(parent: CompiledManifest, child: CompiledManifest) -> CompiledMani
         child.limits,
         task_depth=min(parent.limits.task_depth, child.limits.task_depth),
         web_search_calls=min(parent.limits.web_search_calls, child.limits.web_search_calls),
+        sidecar_bytes=min(parent.limits.sidecar_bytes, child.limits.sidecar_bytes),
+        session_sidecar_bytes=min(parent.limits.session_sidecar_bytes, child.limits.session_sidecar_bytes),
     )
     protected = tuple(dict.fromkeys(tuple(child.protected_files) + tuple(parent.protected_files)))
     return replace(

@@ -10,45 +10,28 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ManifestError
+from ..textdata import MAX_DEPTH, LineIndex, StructureError, key_path_text, load_json, too_deep
+from .strict_yaml import load_yaml
 from .schema import ManifestSpec, RulesFileSpec
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _line_index(node: yaml.Node, prefix: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
-    # A key's own line wins over the line where its (block) value starts.
-    out.setdefault(prefix, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            out[prefix + (key,)] = key_node.start_mark.line + 1
-            _line_index(value_node, prefix + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_index(item, prefix + (i,), out)
-
-
-def _parse(text: str, path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
-    lines: dict[tuple[Any, ...], int] = {}
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"invalid JSON: {exc.msg}", location=f"{path}:{exc.lineno}") from None
-    else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ManifestError(f"invalid YAML: {getattr(exc, 'problem', exc)}", location=f"{path}{line}") from None
-    try:  # JSON is YAML: one line index serves both
-        node = yaml.compose(text)
-        if node is not None:
-            _line_index(node, (), lines)
-    except yaml.YAMLError:
-        pass
-    return data, lines
+def _parse(text: str, path: Path) -> tuple[Any, LineIndex]:
+    try:
+        if path.suffix == ".json":
+            return load_json(text)
+        return load_yaml(text)
+    except StructureError as exc:
+        # A duplicate key, an alias or deep nesting: the key path and the line, never a value.
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ManifestError(f"{key_path_text(exc.path)}: {exc.message}" if exc.path else exc.message, location=where) from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"invalid JSON: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ManifestError(f"invalid YAML: {getattr(exc, 'problem', None) or type(exc).__name__}", location=f"{path}{line}") from None
 
 
 def parse_document(text: str, path: Path) -> Any:
@@ -56,11 +39,13 @@ def parse_document(text: str, path: Path) -> Any:
     return _parse(text, path)[0]
 
 
-def _validate(model: type[M], data: Any, path: Path, lines: dict[tuple[Any, ...], int]) -> M:
+def _validate(model: type[M], data: Any, path: Path, lines: LineIndex) -> M:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ManifestError("the top level must be a mapping", location=f"{path}:1")
+    if too_deep(data):  # an in-memory manifest: the text parsers have already checked theirs
+        raise ManifestError(f"(top level): nested more than {MAX_DEPTH} levels deep", location=str(path))
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -72,6 +72,8 @@ class LimitsSpec(_Strict):
     web_search_calls: int | None = Field(default=None, ge=0)
     web_search_timeout_s: float | None = Field(default=None, gt=0)
     task_depth: int | None = Field(default=None, ge=0, le=5)
+    sidecar_bytes: int | None = Field(default=None, gt=0)
+    session_sidecar_bytes: int | None = Field(default=None, gt=0)
 
 
 class WatchdogSpec(_Strict):

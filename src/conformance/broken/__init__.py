@@ -509,6 +509,43 @@ class GrepZeroBased(AgentcoreHarness):
         return envelope
 
 
+class LastWinsKeys(AgentcoreHarness):
+    """Manifest files are read by a plain parser: of two equal keys the last silently wins, aliases expand."""
+
+    def manifest_file(self, text: str, fmt: str) -> tuple[str, str]:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)  # JSON is YAML; duplicate keys keep the last value
+        except yaml.YAMLError:
+            return text, fmt
+        return json.dumps(data, default=str), "json"
+
+
+class UncappedSidecars(AgentcoreHarness):
+    """Sidecars take every byte of an output: the sidecar caps of the manifest are ignored (TRUNC-9)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        if isinstance(m.get("limits"), dict):
+            m["limits"] = {k: v for k, v in m["limits"].items() if k not in ("sidecar_bytes", "session_sidecar_bytes")}
+        return m
+
+
+class SearchShowsSecrets(AgentcoreHarness):
+    """glob and grep show what the watchdog would ask about before a `read` (its answer for paths is ignored)."""
+
+    def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
+        if spec is not None:
+            return super().make_watchdog(spec, compiled)
+        from agentcore.watchdog.default import default_watchdog_for
+        from agentcore.api import OPEN_SCREEN
+
+        dog = default_watchdog_for(compiled)
+        dog.read_screen = lambda manifest: OPEN_SCREEN  # type: ignore[method-assign]  # review unchanged, screen ignored
+        return dog
+
+
 class NoSandbox(AgentcoreHarness):
     """Commands run without OS confinement (environment `none` forced)."""
 
@@ -733,6 +770,9 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "no-download-limit": NoDownloadLimit,
     "raw-html": RawHtml,
     "no-search-quota": NoSearchQuota,
+    "last-wins-keys": LastWinsKeys,
+    "uncapped-sidecars": UncappedSidecars,
+    "search-shows-secrets": SearchShowsSecrets,
 }
 
 
