@@ -14,10 +14,13 @@ class ManifestError(AgentCoreError):
     author at the exact place.
     """
 
-    def __init__(self, message: str, *, location: str | None = None) -> None:
+    def __init__(self, message: str, *, location: str | None = None, also: tuple[str, ...] = ()) -> None:
         self.message = message
         self.location = location
-        super().__init__(f"{location}: {message}" if location else message)
+        # Further problems found in the same pass, each a whole "file:line: key: message" line.
+        self.also = also
+        first = f"{location}: {message}" if location else message
+        super().__init__("\n".join((first, *also)))
 
 
 class CompileError(ManifestError):

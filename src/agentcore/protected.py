@@ -63,6 +63,11 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".dir-locals.el", ".dir-locals-2.el",
         # search and package tools
         ".ripgreprc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
+        # toolchain managers and build tools read these on any invocation, even `--version`
+        # (rustup runs the toolchain a `path` names; bazel runs `--workspace_status_command`)
+        "rust-toolchain", "rust-toolchain.toml", ".bazelrc",
+        # interpreters and debuggers run these from the working directory when they start
+        ".pdbrc", ".Rprofile", ".irbrc", ".pryrc", ".gdbinit", ".lldbinit",
     }
 )
 # Directories whose whole content is protected wherever they appear.
@@ -76,6 +81,8 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".agentcore", ".claude", ".cursor", ".windsurf", ".continue", ".gemini", ".codex", ".opencode",
         ".amazonq", ".kiro", ".roo",  # agents
         ".mise", ".ssh",
+        ".hg", ".jj",  # other version control systems: their repository config names hooks
+        ".cargo", ".mvn",  # build configuration read on every invocation (runners, JVM options, extensions)
     }
 )
 # Runs of components protected wherever they appear (home-directory configuration mostly).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 MAX_DEPTH = 64
 """Containers (mappings, sequences, objects, arrays) nested deeper than this are refused."""
@@ -40,6 +40,25 @@ def key_path_text(path: KeyPath) -> str:
     """`requires.fs.read`, `rules.1.action`; `(top level)` for the empty path; a long path keeps its first keys."""
     shown = [str(p) for p in path[:8]] + (["..."] if len(path) > 8 else [])
     return ".".join(shown) or "(top level)"
+
+
+def line_of(lines: LineIndex, path: KeyPath) -> int:
+    """The line of `path`, else of its nearest ancestor that has one (1 when nothing is known)."""
+    for n in range(len(path), -1, -1):
+        line = lines.get(tuple(path[:n]))
+        if line:
+            return line
+    return 1
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices` to a misspelt `word`, else ``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

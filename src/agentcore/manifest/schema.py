@@ -23,9 +23,30 @@ class PrefixArg(_Strict):
 ArgSpec = Union[str, WildcardArg, PrefixArg]
 
 
+ARG_FORMS = "an argument pattern is a string, {wildcard: true} (exactly one argument) or {prefix: TEXT}"
+
+
+def _arg_ok(a: object) -> bool:
+    if isinstance(a, str):
+        return True
+    if isinstance(a, dict) and len(a) == 1:
+        return a.get("wildcard") is True or (isinstance(a.get("prefix"), str) and bool(a.get("prefix")))
+    return False
+
+
 class ShellSpec(_Strict):
     cmd: str = Field(min_length=1)
     args: list[ArgSpec] | None = None
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _arg_forms(cls, v: object) -> object:
+        # One clear message instead of one error per member of the ArgSpec union.
+        if isinstance(v, list):
+            bad = [i for i, a in enumerate(v) if not _arg_ok(a)]
+            if bad:
+                raise ValueError(f"argument {bad[0]}: {ARG_FORMS}")
+        return v
 
     @field_validator("cmd")
     @classmethod
