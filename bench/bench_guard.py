@@ -40,8 +40,7 @@ from _common import emit, figure, interleaved, median, p90, parse_args, result  
 
 from agentcore.environments import callguard, guard, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
-from agentcore.manifest import load_manifest  # noqa: E402
-from agentcore.pipeline.engine import Engine  # noqa: E402
+from agentcore.api import Engine, load_manifest  # noqa: E402
 
 NAME = "guard"
 ARGS = {"command": "true"}
@@ -103,7 +102,7 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         mpath = tmp / "m.json"
         mpath.write_text(json.dumps(manifest_doc()))
         engine = Engine(load_manifest(mpath, workspace=ws))
-        tool = engine.registry.get("bash")
+        tool = engine.catalog.get("bash")
         env, base_policy = engine.environment()
         env.verify(base_policy)
 
