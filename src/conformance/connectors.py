@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import Process, TaskGroup
 
 from . import PROTOCOL_VERSION
-from .protocol import ProtocolViolation, check_reply
+from .protocol import ProtocolViolation, check_reply, request_problem
 
 STDERR_TAIL = 4096
 
@@ -249,10 +249,13 @@ class HarnessClient:
     async def _raw(self, op: str, fields: dict[str, Any], timeout: float) -> Reply:
         self._seq += 1
         request = {"seq": self._seq, "op": op, **fields}
+        problem = request_problem(request)
+        if problem is not None:  # the runner's own message breaks the published schema: a suite bug
+            raise ValueError(f"the runner built an invalid {op} request: {problem}")
         try:
             with anyio.fail_after(timeout):
                 raw = await self.transport.exchange(request)
-            key = check_reply(request, raw)
+            key = check_reply(request, raw, self.features)
         except TimeoutError:
             raise HarnessFault("timeout", f"no reply to {op} within {timeout:g} s") from None
         except _Dead as exc:
@@ -279,8 +282,15 @@ class HarnessClient:
 # -- connector specs -------------------------------------------------------------------------
 
 
-def transport_for(spec: str | None) -> Any:
-    """`None`/`inprocess` (our engine), `command:<command line>`, or `broken:<name>` (in-process)."""
+def transport_for(spec: str | None, *, mutant: str | None = None) -> Any:
+    """`None`/`inprocess` (our engine), `command:<command line>`, or `broken:<name>` (in-process).
+
+    With `mutant`, the transport is wrapped in the mutating proxy (conformance.mutants).
+    """
+    if mutant is not None:
+        from .mutants import MutatingTransport, make
+
+        return MutatingTransport(transport_for(spec), make(mutant))
     if spec in (None, "", "inprocess", "agentcore"):
         from .harness_agentcore import AgentcoreHarness
 
