@@ -29,6 +29,11 @@ from . import SPEC_REVISION
 from .protocol import ANSWERS, CHOICES, MODES, SCOPES, error_reply, hello, serve_stdio
 
 NON_TOOL_FEATURES: tuple[str, ...] = (
+    "manifest",           # compile validates manifests (compile errors), SPEC sections 5-9 and 16
+    "capability",         # the capability check (CAP)
+    "rules",              # permission rules and ask resolution (PERM, ASK)
+    "envelope.extensions",  # metadata.tool, kind, error_code and refusal (ENVL-2, ENVL-4, ENVL-5)
+    "compile.describe",   # compile replies carry `effective` and `tools`
     "interactive",        # asks are put to the runner and answered with `answer`
     "rules.project",      # set_rules scope=project
     "rules.session",      # set_rules scope=session
