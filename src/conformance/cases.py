@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
 from jsonschema import Draft202012Validator
 
 CASES_DIR = Path(__file__).parent / "cases"
@@ -348,7 +350,7 @@ def _area_of(path: Path) -> str:
 def load_case(path: Path) -> Case:
     text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise CaseError(f"{path}: invalid YAML: {exc}") from None
     errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))

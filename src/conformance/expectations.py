@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import yaml
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
+
 from .runner import FAILING, CaseResult
 
 
@@ -25,7 +27,7 @@ class Expectations:
 
 
 def load_expectations(path: Path) -> Expectations:
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader) or {}
     if isinstance(data, list):
         return Expectations(failures={str(x): "" for x in data})
     if not isinstance(data, dict):

@@ -81,7 +81,7 @@ _WORDS = string.ascii_letters + string.digits
 def gen_name(rng: random.Random, spec: Mapping[str, Any]) -> str:
     """A file-name-safe identifier: starts with a letter, lowercase letters and digits."""
     n = rng.randint(int(spec.get("min", 5)), int(spec.get("max", 10)))
-    body = rng.choice(_LOWER) + "".join(rng.choice(_ALNUM) for _ in range(n - 1))
+    body = rng.choice(_LOWER) + "".join(rng.choices(_ALNUM, k=n - 1))
     return f"{spec.get('prefix', '')}{body}{spec.get('ext', '')}"
 
 
@@ -118,7 +118,7 @@ def gen_lines(rng: random.Random, spec: Mapping[str, Any]) -> str:
 
 
 def gen_secret(rng: random.Random, spec: Mapping[str, Any]) -> str:
-    return str(spec.get("prefix", "tok")) + "".join(rng.choice(_ALNUM) for _ in range(int(spec.get("length", 24))))
+    return str(spec.get("prefix", "tok")) + "".join(rng.choices(_ALNUM, k=int(spec.get("length", 24))))
 
 
 GENERATORS = ("name", "text", "lines", "int", "pick", "secret", "sum", "shuffle", "value")

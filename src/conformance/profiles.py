@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
+
 PROFILES_FILE = Path(__file__).parent / "profiles.yaml"
 PROFILES: tuple[str, ...] = ("rfc", "spec")
 # Envelope metadata keys that are SPEC extensions (ENVL-2 second half, ENVL-4, ENVL-5, ENVL-7).
@@ -67,7 +69,7 @@ class ProfileMap:
 
 
 def _load(path: Path) -> ProfileMap:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
     rfc = {str(k): str(v) for k, v in (data.get("rfc") or {}).items()}
     choice_of: dict[str, str] = {}
     titles: dict[str, str] = {}

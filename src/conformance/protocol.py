@@ -79,6 +79,8 @@ def _validator(schema: str, definition: str | None) -> Any:
 def _first_error(validator: Any, instance: Any, prefix: str) -> str | None:
     from jsonschema.exceptions import best_match
 
+    if validator.is_valid(instance):  # the common case, without collecting errors
+        return None
     err = best_match(validator.iter_errors(instance))
     if err is None:
         return None
@@ -88,7 +90,10 @@ def _first_error(validator: Any, instance: Any, prefix: str) -> str | None:
 
 def request_problem(request: Mapping[str, Any]) -> str | None:
     """Why a request does not match requests.schema.json (None when it does): the runner checks its own messages."""
-    return _first_error(_validator("requests", None), request, "request")
+    op = request.get("op")
+    if op not in OPS:
+        return f"request/op: unknown operation {op!r}"
+    return _first_error(_validator("requests", str(op)), request, "request")
 
 
 def check_reply(request: Mapping[str, Any], reply: Any, features: frozenset[str] = frozenset()) -> str:

@@ -243,7 +243,10 @@ def _outcome_extra(outcome: str, payload: Any) -> str:
 
 
 class CaseRun:
-    def __init__(self, client: HarnessClient, case: Case, seed: int, variant: int, kind: str, *, boundary: int | None = None, options: RunOptions = RunOptions()) -> None:
+    def __init__(
+        self, client: HarnessClient, case: Case, seed: int, variant: int, kind: str, *,
+        boundary: int | None = None, options: RunOptions = RunOptions(), http: HttpFixture | None = None,
+    ) -> None:
         self.client = client
         self.case = case
         self.seed = seed
@@ -259,7 +262,7 @@ class CaseRun:
         self.pending: tuple[CallInfo, dict[str, Any]] | None = None
         self.signature: list[tuple[Any, ...]] = []
         self.last_request: dict[str, Any] = {}
-        self.http: HttpFixture | None = None
+        self.http = http  # shared by every run of the case: binding servers costs more than a run
         self.rules = RuleBook()
         self.failures: list[Failure] = []
         self.profiles_checked: set[str] = set()
@@ -424,7 +427,9 @@ class CaseRun:
         base = self.tree.values()
         if "http" in setup:
             # Bound first: the ports appear in manifests, rules, arguments and in the routes themselves.
-            self.http = HttpFixture()
+            if self.http is None:
+                raise Outcome("error", "the case has setup.http but no fixture was started", caught_by="runner")
+            self.http.forget()
             base.update(self.http.values())
         self.values = self._draw(base)
         if self.http is not None:
@@ -554,8 +559,6 @@ class CaseRun:
             if reply.key == "error":
                 problems.append(Outcome("error", f"cleanup close of session {session!r}: harness error: {reply.payload.get('message', '')}", caught_by="harness"))
         self.tree.remove()
-        if self.http is not None:
-            self.http.close()
         return problems
 
 
@@ -584,9 +587,11 @@ def _plan(case: Case) -> list[tuple[str, int | None]]:
     return runs
 
 
-async def _one_run(client: HarnessClient, case: Case, seed: int, index: int, kind: str, boundary: int | None, options: RunOptions, tally: _Tally) -> list[tuple[Any, ...]] | None:
+async def _one_run(
+    client: HarnessClient, case: Case, seed: int, index: int, kind: str, boundary: int | None, options: RunOptions, tally: _Tally, http: HttpFixture | None,
+) -> list[tuple[Any, ...]] | None:
     variant = BOUNDARY_BASE + boundary if boundary is not None else index
-    run = CaseRun(client, case, seed, variant, kind if boundary is None else "base", boundary=boundary, options=options)
+    run = CaseRun(client, case, seed, variant, kind if boundary is None else "base", boundary=boundary, options=options, http=http)
     sig: list[tuple[Any, ...]] | None = None
     try:
         try:
@@ -646,10 +651,24 @@ async def run_case(client: HarnessClient, case: Case, seed: int, options: RunOpt
         result.status = result.rfc_status = "not_applicable"
         result.message = "implementation lacks: " + ", ".join(missing)
         return result
+    http = HttpFixture() if "http" in case.setup else None
     tally = _Tally()
+    try:
+        await _all_runs(client, case, seed, options, result, tally, http)
+    finally:
+        if http is not None:
+            http.close()
+    result.variants = tuple(r for r in tally.runs if r != "base")
+    _finish(result, tally, options)
+    result.duration_ms = int((time.perf_counter() - started) * 1000)
+    return result
+
+
+async def _all_runs(client: HarnessClient, case: Case, seed: int, options: RunOptions, result: CaseResult, tally: _Tally, http: HttpFixture | None) -> None:
+    tag = explicit_tag({"profile": case.profile, "choice": case.choice}, load_profiles().case_tag(case.requirements))
     base_sig: list[tuple[Any, ...]] | None = None
     for index, (kind, boundary) in enumerate(_plan(case)):
-        sig = await _one_run(client, case, seed, index, kind, boundary, options, tally)
+        sig = await _one_run(client, case, seed, index, kind, boundary, options, tally, http)
         if tally.outcome is not None or (tally.failures and not options.all_checks and (tally.rfc_failed() or result.profile == "spec")):
             break
         if sig is None:
@@ -661,10 +680,6 @@ async def run_case(client: HarnessClient, case: Case, seed: int, options: RunOpt
             tally.failures.append(Failure(None, f"metamorphic variant {kind!r} changed a decision at reply {diff + 1}", tag, kind))
             if not options.all_checks:
                 break
-    result.variants = tuple(r for r in tally.runs if r != "base")
-    _finish(result, tally, options)
-    result.duration_ms = int((time.perf_counter() - started) * 1000)
-    return result
 
 
 ResultHook = Callable[[CaseResult, int, int], Awaitable[None] | None]

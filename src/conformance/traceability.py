@@ -16,6 +16,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
+
 from .cases import Case
 
 EXCLUSIONS_FILE = Path(__file__).parent / "exclusions.yaml"
@@ -23,7 +25,7 @@ _RANK = {"MUST": 3, "SHOULD": 2, "MAY": 1}
 
 
 def load_exclusions(path: Path | None = None) -> dict[str, str]:
-    data = yaml.safe_load((path or EXCLUSIONS_FILE).read_text(encoding="utf-8")) or {}
+    data = yaml.load((path or EXCLUSIONS_FILE).read_text(encoding="utf-8"), Loader=_Loader) or {}
     raw = data.get("exclusions", {}) if isinstance(data, dict) else None
     if not isinstance(raw, dict):
         raise ValueError("exclusions.yaml must be {exclusions: {REQ-ID: reason}}")
