@@ -440,6 +440,51 @@ class BashTruncatesAtLimit(Mutant):
         return reply
 
 
+class GrepTruncatesAtLimit(Mutant):
+    name = "grep-truncates-at-limit"
+    group = "situation"
+    summary = "grep treats exactly grep_matches matches as past the limit (>= instead of >)"
+
+    def reply(self, req: dict[str, Any], reply: Any) -> Any:
+        env = envelope(reply)
+        if req.get("tool") != "grep" or env is None or env.get("type") != "output" or env["metadata"].get("truncated"):
+            return reply
+        state = self.world.agents.get(req.get("agent", ""))
+        limits = state.manifest.get("limits") if state else None
+        limit = limits.get("grep_matches", 200) if isinstance(limits, dict) else 200
+        matches = (env.get("data") or {}).get("matches") or []
+        if matches and len(matches) == limit:
+            lines = "".join(f"{m['path']}:{m['line']}:{m['text']}\n" for m in matches)
+            fd, path = tempfile.mkstemp(prefix="grep-output-", suffix=".txt")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(lines)
+            env["data"]["head"] = lines.rstrip("\n")
+            env["metadata"].update({"truncated": True, "output_path": path})
+            self.fire()
+        return reply
+
+
+class TextBoundAtLimit(Mutant):
+    name = "text-bound-at-limit"
+    group = "situation"
+    summary = "write refuses content exactly as large as the text-size bound (>= instead of >)"
+
+    def handle_content(self, req: dict[str, Any]) -> bool:
+        state = self.world.agents.get(req.get("agent", ""))
+        limits = state.manifest.get("limits") if state else None
+        bound = limits.get("text_bytes", 8 << 20) if isinstance(limits, dict) else 8 << 20
+        content = (req.get("args") or {}).get("content") if isinstance(req.get("args"), dict) else None
+        return req.get("tool") == "write" and isinstance(content, str) and len(content.encode()) == bound
+
+    async def handle(self, req: dict[str, Any]) -> Any:
+        if req.get("op") == "call" and self.handle_content(req):
+            self.fire()
+            env = made_envelope("write", "edit", error=("too_large", "the content is larger than the text-size bound"))
+            env["metadata"]["refusal"] = {"layer": "limit", "code": "too_large"}
+            return {"seq": req["seq"], "envelope": env}
+        return await self.send(req)
+
+
 class BashLimitIgnored(Mutant):
     name = "bash-limit-ignored"
     group = "situation"
@@ -875,6 +920,8 @@ SITUATION_MUTANTS: list[type[Mutant]] = [
     _unknown_variable("project"),
     _unknown_variable("session"),
     BashTruncatesAtLimit,
+    GrepTruncatesAtLimit,
+    TextBoundAtLimit,
     BashLimitIgnored,
     BashSidecarHoldsHead,
     RecompileKeepsSessions,
