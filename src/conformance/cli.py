@@ -375,6 +375,9 @@ def _print_mutants(report: Any) -> None:
     for name, row in sorted(rows.items()):
         state = "caught" if row["caught_on_seeds"] == seeds and not row["missed"] else "NOT CAUGHT"
         sys.stdout.write(f"  {name:<40} {state:<10} fired {row['fired']:>4}x in {', '.join(sorted(row['cases']))}\n")
+    idle = sorted(set(report.planned) - set(rows))
+    if idle:
+        sys.stdout.write(f"not exercised here ({len(idle)}: every case listing them is not applicable to this harness): {', '.join(idle)}\n")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

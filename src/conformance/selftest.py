@@ -105,6 +105,8 @@ class MutantReport:
     never_listed: list[str] = field(default_factory=list)
     unknown_names: list[tuple[str, str]] = field(default_factory=list)
     inconclusive: list[tuple[str, int, str]] = field(default_factory=list)   # (case, seed, reference status)
+    planned: list[str] = field(default_factory=list)
+    strict: bool = False   # our own engine must exercise every mutant (a third party's harness may not apply)
 
     @property
     def problems(self) -> list[str]:
@@ -115,7 +117,13 @@ class MutantReport:
                 out.append(f"mutant {r.mutant} never fired in case {r.case} (seed {r.seed}): the case does not set up its situation")
             elif r.status not in FAILING:
                 out.append(f"mutant {r.mutant} fired {r.fired}x in case {r.case} (seed {r.seed}) but the case still passes ({r.status})")
-        out += [f"case {c} does not pass against the reference on seed {s} ({st}), so it cannot show mutants caught" for c, s, st in self.inconclusive]
+        out += [
+            f"case {c} does not pass against the reference on seed {s} ({st}), so it cannot show mutants caught"
+            for c, s, st in self.inconclusive if st in FAILING
+        ]
+        if self.strict:
+            ran = {r.mutant for r in self.runs}
+            out += [f"mutant {m} was never exercised: every case listing it is not applicable or skipped" for m in self.planned if m not in ran]
         return out
 
     def per_mutant(self) -> dict[str, dict[str, Any]]:
@@ -135,7 +143,8 @@ class MutantReport:
             name: {"fired": row["fired"], "cases": sorted(row["cases"]), "caught_on_seeds": sorted(row["caught_on_seeds"]), "missed": row["missed"]}
             for name, row in sorted(self.per_mutant().items())
         }
-        return {"seeds": list(self.seeds), "mutants": rows, "problems": self.problems}
+        ran = {r.mutant for r in self.runs}
+        return {"seeds": list(self.seeds), "mutants": rows, "not_exercised": sorted(set(self.planned) - ran), "problems": self.problems}
 
 
 def mutant_plan(cases: Iterable[Case], names: Iterable[str] | None = None) -> tuple[dict[str, list[Case]], MutantReport]:
@@ -161,6 +170,8 @@ async def verify_mutants(cases: list[Case], seeds: Iterable[int], *, impl: str |
     """Every mutant, through the proxy in front of `impl`, must fire in and fail every case that lists it, on every seed."""
     plan, report = mutant_plan(cases, names)
     report.seeds = tuple(seeds)
+    report.planned = sorted(plan)
+    report.strict = impl is None
     needed = {c.id: c for listed in plan.values() for c in listed}
     for seed in report.seeds:
         ref = await reference_results(list(needed.values()), seed, impl)
@@ -168,6 +179,8 @@ async def verify_mutants(cases: list[Case], seeds: Iterable[int], *, impl: str |
             if res.status != "pass":
                 report.inconclusive.append((case_id, seed, res.status))
         for name, listed in plan.items():
+            if all(ref[c.id].status != "pass" for c in listed):
+                continue  # nothing to show for this harness: see MutantReport.not_exercised
             async with HarnessClient(transport_for(impl, mutant=name)) as client:
                 mutant = client.transport.mutant
                 for case in listed:
