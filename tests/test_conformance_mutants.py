@@ -104,3 +104,22 @@ def test_a_fault_in_the_cleanup_close_is_reported() -> None:
 
     status, by, message = anyio.run(go)
     assert (status, by) == ("error", "runner") and "cleanup close" in message
+
+
+def test_mutants_in_front_of_the_node_harness() -> None:
+    """Any harness: the same mutants, put in front of our second implementation, are caught too."""
+    import os
+    import shutil
+
+    if shutil.which("node") is None:
+        if os.environ.get("CI") == "true":
+            raise AssertionError("node is required on CI")
+        import pytest
+
+        pytest.skip("node is not installed")
+    root = Path(__file__).resolve().parents[1]
+    names = ["edit-counts-overlapping", "grep-follows-symlinks", "always-parent-directory", "bash-truncates-at-limit"]
+    report = anyio.run(lambda: verify_mutants(load_cases(), [2], impl=f"command:node {root / 'harnesses/node/harness.mjs'}", names=names))
+    assert report.problems == []
+    assert set(report.per_mutant()) == set(names) - {"bash-truncates-at-limit"}  # Node has no bash: not exercised
+    assert report.to_json()["not_exercised"] == ["bash-truncates-at-limit"]
