@@ -81,6 +81,8 @@ class Session:
         self._manifest_rules = manifest_rules
         self._project_rules = project_rules
         self._session_rules: list[CompiledRule] = []
+        # Rules as written, counted before expansion: a rule's index is its position here (PERM-13).
+        self._session_rule_count = 0
         self._engine: RuleEvaluator | None = None
         self._scopes: set[anyio.CancelScope] = set()
         self.closed = False
@@ -105,12 +107,16 @@ class Session:
         self._engine = None
 
     def add_session_rule(self, permission: str, pattern: str, action: str) -> None:
-        rule = Rule(permission, pattern, action, scope="session", index=len(self._session_rules))  # type: ignore[arg-type]
+        """Append one rule to the session scope; index 0 is the sidecar rule, the rest follow in the order added."""
+        rule = Rule(permission, pattern, action, scope="session", index=self._session_rule_count)  # type: ignore[arg-type]
+        # A multi-valued or empty expansion yields several or no compiled rules, but one index.
         self._session_rules.extend(compile_rules([rule], self.bindings))
+        self._session_rule_count += 1
         self._engine = None
 
     def set_session_rules(self, rules: list[tuple[str, str, str]]) -> None:
         self._session_rules = []
+        self._session_rule_count = 0
         self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)

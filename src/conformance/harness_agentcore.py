@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,6 +30,11 @@ from . import SPEC_REVISION
 from .protocol import ANSWERS, CHOICES, MODES, SCOPES, error_reply, hello, serve_stdio
 
 NON_TOOL_FEATURES: tuple[str, ...] = (
+    "manifest",           # compile validates manifests (compile errors), SPEC sections 5-9 and 16
+    "capability",         # the capability check (CAP)
+    "rules",              # permission rules and ask resolution (PERM, ASK)
+    "envelope.extensions",  # metadata.tool, kind, error_code and refusal (ENVL-2, ENVL-4, ENVL-5)
+    "compile.describe",   # compile replies carry `effective` and `tools`
     "interactive",        # asks are put to the runner and answered with `answer`
     "rules.project",      # set_rules scope=project
     "rules.session",      # set_rules scope=session
@@ -149,7 +155,7 @@ class AgentcoreHarness:
         self.sessions: dict[str, SessionSlot] = {}
         self.flight: Flight | None = None
         self._tg: TaskGroup | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix="conformance-harness-"))
+        self._tmp_dir: Path | None = None
         self._ask_ids = itertools.count(1)
         self.current: tuple[Any, str, Any] | None = None  # (session, tool, args) of the latest call
 
@@ -164,7 +170,18 @@ class AgentcoreHarness:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            self._tmp_dir = None
+
+    @property
+    def _tmp(self) -> Path:
+        """The harness's scratch directory, made when first needed (a harness that is built but never
+        entered leaves nothing), and removed on exit or, failing that, when the harness is collected."""
+        if self._tmp_dir is None:
+            self._tmp_dir = Path(tempfile.mkdtemp(prefix="conformance-harness-"))
+            weakref.finalize(self, shutil.rmtree, self._tmp_dir, True)
+        return self._tmp_dir
 
     # -- dispatch ----------------------------------------------------------------------
     async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +222,7 @@ class AgentcoreHarness:
             slot.session.close()
         self.sessions.clear()
         self.agents.clear()
-        for child in self._tmp.iterdir() if self._tmp.exists() else ():
+        for child in self._tmp_dir.iterdir() if self._tmp_dir is not None and self._tmp_dir.exists() else ():
             shutil.rmtree(child, ignore_errors=True)
 
     # -- compile -----------------------------------------------------------------------

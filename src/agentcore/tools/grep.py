@@ -43,7 +43,13 @@ from ._rg import list_files_raw, part_glob, read_records, rg_output, rg_run
 from .glob import basename_prefilter, compile_relative_glob
 from .base import CallContext, Tool, ToolResult
 
-MAX_LINE_CHARS = 2000
+MAX_LINE_CHARS = 2000  # bytes of a line's text (FILE-14)
+LONG_LINE_MARK = b" [... omitted end of long line]"
+# rg's --max-columns counts the line terminator, so a 2000-byte line ending in a newline would be cut:
+# rg gets one byte more, and the exact cut at MAX_LINE_CHARS is made here (`_line_text`).
+_RG_COLUMNS = MAX_LINE_CHARS + 1
+# A record this long may hold a text longer than the limit: it takes the careful path.
+_LONG_RECORD = re.compile(rb"[^\n]{%d,}" % (MAX_LINE_CHARS + 1))
 CONCURRENCY = 3  # rg processes at once for file lists
 BATCH_FILES_MIN = 256  # below this, more batches cost more process starts than they save
 BATCH_FILES_MAX = 8192
@@ -158,8 +164,18 @@ def _emit_group(raw_path: bytes, raw: bytes, prefix: str, spool: LineSpool) -> N
         if not num.isdigit():
             continue
         line = int(num)
-        line_text = text.decode("utf-8", "replace")
+        line_text = _line_text(text)
         spool.add({"path": full, "line": line, "text": line_text}, f"{full}:{line}:{line_text}")
+
+
+def _line_text(text: bytes) -> str:
+    """A match's text: cut at MAX_LINE_CHARS bytes and marked when the line is longer (FILE-14)."""
+    cut = text.endswith(LONG_LINE_MARK)
+    if cut:
+        text = text[: -len(LONG_LINE_MARK)]
+    if cut or len(text) > MAX_LINE_CHARS:
+        return text[:MAX_LINE_CHARS].decode("utf-8", "replace") + LONG_LINE_MARK.decode()
+    return text.decode("utf-8", "replace")
 
 
 def _emit_run(run: list[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
@@ -178,6 +194,8 @@ def _bulk_ready(data: bytes, *, dotted: bool) -> bool:
     """Whether every record in `data` is a plain match line whose sidecar form is a byte rewrite."""
     if b".git" in data:
         return False  # possibly a `.git` component to drop (never from rg): leave it to _emit_group
+    if _LONG_RECORD.search(data):
+        return False  # a text that may need cutting here
     try:
         data.decode("utf-8")  # text that would need replacement characters cannot be copied
     except UnicodeDecodeError:
@@ -213,7 +231,7 @@ class GrepTool(Tool):
         only_name = bool(glob_arg) and "/" not in glob_arg
         base = [
             rg, "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never",
-            "--no-messages", "--no-config", "--no-mmap", "--max-columns", str(MAX_LINE_CHARS), "--max-columns-preview",
+            "--no-messages", "--no-config", "--no-mmap", "--max-columns", str(_RG_COLUMNS), "--max-columns-preview",
         ]
         if args.get("case_insensitive"):
             base.append("--ignore-case")
