@@ -246,6 +246,8 @@ def _pieces(text: str) -> list[str]:
 def _handler(server: ScriptServer) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Streamed deltas are small writes: with Nagle on, each waits for the client's delayed ACK (~40 ms a request).
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:  # quiet: stderr belongs to the host
             pass
