@@ -13,6 +13,7 @@ import pty
 import re
 import signal
 import subprocess
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -186,6 +187,7 @@ def test_resume_runs_only_what_a_killed_batch_had_not_finished(lab: Lab) -> None
     tasks = lab.tasks([lab.task("slow", "hang")] + [lab.task(f"f{i}", "refused") for i in range(3)])
     out = lab.root / "out"
     argv = [os.fspath(AGENTCORE), "batch", os.fspath(tasks), "--manifest", os.fspath(lab.manifest), "--out", os.fspath(out), "--concurrency", "2"]
+    scratch_before = _scratch_dirs()
     first = subprocess.Popen([*argv, "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=lab.root)
     try:
         wait_until(lambda: len(results(out)) == 3, "the three fast tasks to finish")
@@ -196,6 +198,7 @@ def test_resume_runs_only_what_a_killed_batch_had_not_finished(lab: Lab) -> None
     assert set(before) == {"f0", "f1", "f2"}
     workers = {int(r["worker"].rsplit(":", 1)[1]) for r in before.values()}
     wait_until(lambda: not any(_pid_alive(p) for p in workers), "the workers to exit once the driver is gone", 30)
+    assert _scratch_dirs() <= scratch_before  # the workers removed what the dead driver left in the scratch directory
     with open(out / "results.jsonl", "a") as f:
         f.write('{"id": "slow", "sta')  # as if killed in the middle of writing a line
     proc = subprocess.run([*argv, "--timeout", "1", "--resume"], capture_output=True, text=True, timeout=120, cwd=lab.root)
@@ -217,6 +220,35 @@ def test_resume_runs_only_what_a_killed_batch_had_not_finished(lab: Lab) -> None
     listed = subprocess.run([os.fspath(AGENTCORE), "sessions", "list", "--json", "--db", os.fspath(out / "sessions.db")],
                             capture_output=True, text=True, check=True)
     assert {s["id"] for s in json.loads(listed.stdout)} == {r["session_id"] for r in after.values()}
+
+
+def _scratch_dirs() -> set[str]:
+    from agentcore.batch.runner import _fast_tmp
+
+    where = Path(_fast_tmp() or tempfile.gettempdir())
+    return {p.name for p in where.glob("agentcore-batch-*")}
+
+
+def test_a_terminated_batch_stops_its_workers_writes_its_reports_and_leaves_no_scratch(lab: Lab) -> None:
+    tasks = lab.tasks([lab.task("quick", "refused"), lab.task("stuck", "hang")])
+    out = lab.root / "out"
+    scratch_before = _scratch_dirs()
+    proc = subprocess.Popen([os.fspath(AGENTCORE), "batch", os.fspath(tasks), "--manifest", os.fspath(lab.manifest), "--out", os.fspath(out),
+                             "--concurrency", "2", "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=lab.root)
+    try:
+        wait_until(lambda: "quick" in results(out), "the quick task")
+        proc.terminate()  # SIGTERM, as a scheduler stops a job
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err, err
+    workers = {int(results(out)["quick"]["worker"].rsplit(":", 1)[1])}
+    wait_until(lambda: not any(_pid_alive(p) for p in workers), "the workers to exit", 30)
+    assert set(results(out)) == {"quick"}  # the interrupted task has no line: --resume runs it again
+    assert "(the batch was interrupted)" in (out / "summary.md").read_text()
+    stuck = next(c for c in ET.parse(out / "junit.xml").getroot().iter("testcase") if c.get("name") == "stuck").find("skipped")
+    assert stuck is not None and stuck.get("message") == "not run: the batch was interrupted"
+    assert _scratch_dirs() <= scratch_before  # the per-task databases went with it
 
 
 def test_results_of_interrupted_or_cancelled_tasks_are_not_finished(tmp_path: Path) -> None:
@@ -335,3 +367,18 @@ def test_ray_without_an_address_starts_a_local_instance_for_the_batch(lab: Lab) 
     assert {r["status"] for r in got.values()} == {"end_turn"} and all(r["worker"].startswith("ray:") for r in got.values())
     assert got["a"]["refusals"] == {"capability": 1, "permission": 1}
 
+
+
+def test_the_readme_batch_example_runs(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "today"
+    shipped = root / "examples" / "workspace" / "notes" / "todo-summary.md"
+    before = shipped.read_bytes() if shipped.exists() else None  # the README's `agentcore run` writes it in place
+    proc = subprocess.run([os.fspath(AGENTCORE), "batch", "examples/tasks.jsonl", "--manifest", "examples/manifest.yaml", "--out", os.fspath(out),
+                           "--concurrency", "4"], capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    got = results(out)
+    assert set(got) == {"todo-summary", "todo-summary-limited"} and {r["status"] for r in got.values()} == {"end_turn"}
+    assert got["todo-summary"]["refusals"] == {"ask": 1, "capability": 1, "permission": 1, "watchdog": 1}
+    assert (out / "workspaces" / "todo-summary" / "notes" / "todo-summary.md").is_file()
+    assert (shipped.read_bytes() if shipped.exists() else None) == before  # the tasks wrote into their copies only

@@ -100,10 +100,12 @@ async def run_batch(config: BatchConfig, display: Display) -> BatchOutcome:
     done = {t.id for t in tasks.tasks if t.id in previous and is_finished(previous[t.id])}
     specs = [spec_for(task, config, flags, out) for task in tasks.tasks if task.id not in done]
     view = BatchView(tasks.path.name, tasks.tasks, {i: previous[i] for i in done}, tasks.errors)
+    out.mkdir(parents=True, exist_ok=True)
+    recorder = _open_recorder(config.db or out / "sessions.db") if config.record else None
     display.begin(total=len(specs), skipped=len(done), line_errors=[e.describe(tasks.path) for e in tasks.errors])
     outcome = BatchOutcome(view, out, ran=len(specs), skipped=len(done))
     try:
-        await _execute(config, out, specs, view, display, outcome)
+        await _execute(config, out, specs, _Sink(ResultsLog(out / "results.jsonl"), recorder, view, display), outcome)
     except BaseException:
         view.interrupted = True
         raise
@@ -171,12 +173,10 @@ def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path) -> T
     )
 
 
-async def _execute(config: BatchConfig, out: Path, specs: list[TaskSpec], view: BatchView, display: Display, outcome: BatchOutcome) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+async def _execute(config: BatchConfig, out: Path, specs: list[TaskSpec], sink: "_Sink", outcome: BatchOutcome) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="agentcore-batch-", dir=_fast_tmp()))
-    recorder = _open_recorder(config.db or out / "sessions.db") if config.record else None
-    sink = _Sink(ResultsLog(out / "results.jsonl"), recorder, view, display)
     executor = _executor(config, out, scratch)
+    display = sink.display
     try:
         async with anyio.create_task_group() as tg:
             if display.live:

@@ -42,17 +42,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _serve(inp: BinaryIO, out: TextIO, db_dir: Path | None) -> None:
-    async with anyio.create_task_group() as tg:
-        while True:
-            line = await anyio.to_thread.run_sync(inp.readline, abandon_on_cancel=True)
-            if not line:
-                tg.cancel_scope.cancel()  # the driver is gone or done: nothing in flight is wanted any more
-                return
-            tg.start_soon(_run_one, TaskSpec.from_dict(json.loads(line)["spec"]), out, db_dir)
+    made: list[Path] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            while True:
+                line = await anyio.to_thread.run_sync(inp.readline, abandon_on_cancel=True)
+                if not line:
+                    tg.cancel_scope.cancel()  # the driver is gone or done: nothing in flight is wanted any more
+                    return
+                tg.start_soon(_run_one, TaskSpec.from_dict(json.loads(line)["spec"]), out, db_dir, made)
+    finally:
+        _clean(made, db_dir)
 
 
-async def _run_one(spec: TaskSpec, out: TextIO, db_dir: Path | None) -> None:
+def _clean(made: list[Path], db_dir: Path | None) -> None:
+    """Remove this worker's task databases that are still there: the driver deletes each one it merged, so what
+    remains belongs to a task that was cancelled or to a driver that died (a tmpfs must not keep them)."""
+    for db in made:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    if db_dir is not None:
+        try:
+            db_dir.rmdir()  # the last worker out removes the directory (a driver still running removes it anyway)
+        except OSError:
+            pass
+
+
+async def _run_one(spec: TaskSpec, out: TextIO, db_dir: Path | None, made: list[Path]) -> None:
     db = db_dir / f"{spec.id}-{uuid.uuid4().hex[:8]}.db" if db_dir is not None else None
+    if db is not None:
+        made.append(db)
     result = await execute_task(spec, db)
     reply: dict[str, Any] = {"id": spec.id, "result": result, "recording": str(db) if db is not None and db.exists() else None}
     out.write(json.dumps(reply, ensure_ascii=False) + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
         db=Path(args.db) if args.db else None, record=not args.no_record, timeout_s=args.timeout, token_budget=args.token_budget,
     )
     display = make_display(sys.stderr)
+    # `kill` stops a batch as Ctrl-C does: workers stopped, reports written, scratch files removed.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: os.kill(os.getpid(), signal.SIGINT))
     try:
         outcome = anyio.run(run_batch, config, display)
     except (BatchUsageError, RayUnavailable) as exc:
