@@ -281,6 +281,11 @@ def test_an_output_directory_with_results_needs_resume_and_usage_errors_run_noth
     proc = batch(lab, lab.root / "missing.jsonl", lab.root / "o4")
     assert proc.returncode == 2 and "cannot read the tasks file" in proc.stderr
 
+    for flags, message in ((["--timeout", "0"], "--timeout must be"), (["--timeout", "nan"], "--timeout must be"),
+                           (["--concurrency", "0"], "--concurrency must be"), (["--token-budget", "0"], "--token-budget")):
+        proc = batch(lab, tasks, lab.root / "o5", *flags)
+        assert proc.returncode == 2 and message in proc.stderr and not (lab.root / "o5").exists(), (flags, proc.stderr)
+
 
 # -- workers and workspaces ----------------------------------------------------------------------------------
 

@@ -85,6 +85,10 @@ async def run_batch(config: BatchConfig, display: Display) -> BatchOutcome:
         raise BatchUsageError(f"--executor must be one of {', '.join(EXECUTORS)}")
     if config.concurrency < 1:
         raise BatchUsageError("--concurrency must be at least 1")
+    if config.timeout_s is not None and not 0 < config.timeout_s < float("inf"):
+        raise BatchUsageError("--timeout must be a positive number of seconds")
+    if (config.token_budget is not None and config.token_budget < 1) or (config.model.max_turn_requests is not None and config.model.max_turn_requests < 1):
+        raise BatchUsageError("--token-budget and --max-turn-requests must be at least 1")
     if config.executor == "ray":
         from .ray_exec import RayUnavailable, require_ray
 

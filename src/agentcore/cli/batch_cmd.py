@@ -29,7 +29,7 @@ def add_subcommand(sub: Any) -> None:
                    help='one JSON task per line: {"id", "prompt", "workspace" or "workspace_template", optional "model", "limits"}')
     p.add_argument("--manifest", required=True, help="the agents' manifest (YAML or JSON)")
     p.add_argument("--out", required=True, metavar="DIR", help="where results, reports, recordings and workspace copies go")
-    p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, metavar="N", help="tasks at once (default: the number of CPUs)")
+    p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, metavar="N", help="tasks at once (default: the number of CPUs here; with Ray, the most tasks submitted at a time)")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="local worker processes (default), or a Ray cluster (needs the [ray] extra)")
     p.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster to use (default $RAY_ADDRESS; without either, a local Ray instance)")
