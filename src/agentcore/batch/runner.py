@@ -81,6 +81,28 @@ class BatchOutcome:
 
 async def run_batch(config: BatchConfig, display: Display) -> BatchOutcome:
     """Run the batch; raises BatchUsageError before anything runs when it cannot start."""
+    _check(config)
+    tasks, manifest = _load(config)
+    flags = _model_flags(config, tasks, manifest)
+    out = config.out.absolute()
+    previous = _previous_results(config, out / "results.jsonl")
+    done = {t.id for t in tasks.tasks if t.id in previous and is_finished(previous[t.id])}
+    specs = [spec_for(task, config, flags, out) for task in tasks.tasks if task.id not in done]
+    view = BatchView(tasks.path.name, tasks.tasks, {i: previous[i] for i in done}, tasks.errors)
+    sink = _Sink(*_open_outputs(config, out), view, display)
+    display.begin(total=len(specs), skipped=len(done), line_errors=[e.describe(tasks.path) for e in tasks.errors])
+    outcome = BatchOutcome(view, out, ran=len(specs), skipped=len(done))
+    try:
+        await _execute(config, out, specs, sink, outcome)
+    except BaseException:
+        view.interrupted = True
+        raise
+    finally:
+        write_reports(view, out)
+    return outcome
+
+
+def _check(config: BatchConfig) -> None:
     if config.executor not in EXECUTORS:
         raise BatchUsageError(f"--executor must be one of {', '.join(EXECUTORS)}")
     if config.concurrency < 1:
@@ -96,26 +118,20 @@ async def run_batch(config: BatchConfig, display: Display) -> BatchOutcome:
             require_ray()
         except RayUnavailable as exc:
             raise BatchUsageError(str(exc)) from None
-    tasks, manifest = _load(config)
-    flags = _model_flags(config, tasks, manifest)
-    out = config.out.absolute()
-    results_path = out / "results.jsonl"
-    previous = _previous_results(config, results_path)
-    done = {t.id for t in tasks.tasks if t.id in previous and is_finished(previous[t.id])}
-    specs = [spec_for(task, config, flags, out) for task in tasks.tasks if task.id not in done]
-    view = BatchView(tasks.path.name, tasks.tasks, {i: previous[i] for i in done}, tasks.errors)
-    out.mkdir(parents=True, exist_ok=True)
-    recorder = _open_recorder(config.db or out / "sessions.db") if config.record else None
-    display.begin(total=len(specs), skipped=len(done), line_errors=[e.describe(tasks.path) for e in tasks.errors])
-    outcome = BatchOutcome(view, out, ran=len(specs), skipped=len(done))
+
+
+def _open_outputs(config: BatchConfig, out: Path) -> tuple[ResultsLog, Any]:
+    """results.jsonl, opened for appending, and the session database (None with --no-record)."""
     try:
-        await _execute(config, out, specs, _Sink(ResultsLog(out / "results.jsonl"), recorder, view, display), outcome)
+        out.mkdir(parents=True, exist_ok=True)
+        log = ResultsLog(out / "results.jsonl")
+    except OSError as exc:
+        raise BatchUsageError(f"cannot write the results to {out}: {exc.strerror or exc}") from None
+    try:
+        return log, _open_recorder(config.db or out / "sessions.db") if config.record else None
     except BaseException:
-        view.interrupted = True
+        log.close()
         raise
-    finally:
-        write_reports(view, out)
-    return outcome
 
 
 def _load(config: BatchConfig) -> tuple[TaskFile, Any]:
@@ -206,8 +222,8 @@ def _open_recorder(path: Path) -> Any:
 
     try:
         return Recorder(path)
-    except RecorderError as exc:
-        raise BatchUsageError(str(exc)) from None
+    except (RecorderError, OSError) as exc:
+        raise BatchUsageError(f"cannot use the session database {path}: {exc}") from None
 
 
 def _fast_tmp() -> str | None:
