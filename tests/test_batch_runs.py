@@ -361,17 +361,25 @@ def test_absorbing_a_workers_database_keeps_its_order_and_refuses_duplicates(lab
 # -- Ray without an address --------------------------------------------------------------------------------
 
 
-def test_ray_without_an_address_starts_a_local_instance_for_the_batch(lab: Lab) -> None:
+def test_ray_without_an_address_starts_a_local_instance_and_sigterm_stops_it_in_order(lab: Lab) -> None:
     if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         pytest.importorskip("ray", reason="the [ray] extra is not installed")
     out = lab.root / "out"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = batch(lab, lab.tasks([lab.task("a", "refused"), lab.task("w", "weird")]), out, "--executor", "ray", env=env)
-    assert proc.returncode == 0, proc.stderr
+    tasks = lab.tasks([lab.task("a", "refused"), lab.task("w", "weird"), lab.task("stuck", "hang")])
+    proc = subprocess.Popen([os.fspath(AGENTCORE), "batch", os.fspath(tasks), "--manifest", os.fspath(lab.manifest), "--out", os.fspath(out),
+                             "--executor", "ray", "--timeout", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=lab.root, env=env)
+    try:
+        wait_until(lambda: {"a", "w"} <= set(results(out)), "the two quick tasks", 120)
+        proc.terminate()  # Ray installs a SIGTERM handler of its own; the batch's must still be the one that runs
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err, err
     got = results(out)
-    assert {r["status"] for r in got.values()} == {"end_turn"} and all(r["worker"].startswith("ray:") for r in got.values())
-    assert got["a"]["refusals"] == {"capability": 1, "permission": 1}
-
+    assert set(got) == {"a", "w"} and {r["status"] for r in got.values()} == {"end_turn"}
+    assert all(r["worker"].startswith("ray:") for r in got.values()) and got["a"]["refusals"] == {"capability": 1, "permission": 1}
+    assert "(the batch was interrupted)" in (out / "summary.md").read_text()
 
 
 def test_the_readme_batch_example_runs(tmp_path: Path) -> None:

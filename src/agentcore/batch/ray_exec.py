@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
 import time
 import uuid
@@ -79,6 +80,7 @@ class RayExecutor:
         ray = _ray()
         t0 = time.perf_counter()
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+        host_sigterm = signal.getsignal(signal.SIGTERM)
         try:
             if self.address:
                 ray.init(address=self.address, **quiet)
@@ -87,6 +89,10 @@ class RayExecutor:
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError...
             raise RayUnavailable(f"cannot {'connect to the Ray cluster' if self.address else 'start a local Ray instance'}: "
                                  f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        finally:
+            # ray.init makes SIGTERM exit the process on the spot; the host's handler stops the batch in order.
+            if host_sigterm is not None:
+                signal.signal(signal.SIGTERM, host_sigterm)
         self.started_s = time.perf_counter() - t0
 
     async def run(self, specs: Sequence[TaskSpec], on_start: OnStart, on_done: OnDone) -> None:
