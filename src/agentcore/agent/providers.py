@@ -9,12 +9,15 @@ for pydantic-ai, openai or anthropic (about a second of imports).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .messages import ImagePart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .model import DeltaSink, Finish, ModelTurn, ProviderError, RequestSettings, ToolSpec, Usage, scrub
 
 if TYPE_CHECKING:
+    import ssl
+
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
 
@@ -210,35 +213,47 @@ def _json(value: Any) -> str:
 # -- building clients --------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _tls_context() -> "ssl.SSLContext":
+    """The SDKs' default TLS context, built once per process: building it loads the CA bundle (about 50 ms),
+    and a batch opens a client per task."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
 def openai_chat_client(name: str, model_name: str, *, base_url: str | None, api_key: str | None, timeout_s: float,
                        problems: Callable[[], list[str]] | None = None) -> PydanticAIClient:
     """Chat Completions (OpenAI, or any OpenAI-compatible server: Ollama, vLLM, llama.cpp, OpenRouter)."""
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     # The SDK insists on some key; a local server without authentication gets a placeholder.
-    client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0, timeout=timeout_s)
+    client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0, timeout=timeout_s,
+                         http_client=DefaultAsyncHttpxClient(verify=_tls_context(), timeout=timeout_s))
     model = OpenAIChatModel(model_name, provider=OpenAIProvider(openai_client=client))
     return PydanticAIClient(name, model, secrets=[api_key or ""], closers=[client.close], problems=problems)
 
 
 def openai_responses_client(name: str, model_name: str, *, base_url: str | None, api_key: str, timeout_s: float) -> PydanticAIClient:
     """OpenAI's own API (the Responses API)."""
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
     from pydantic_ai.models.openai import OpenAIResponsesModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    client = AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+    client = AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s,
+                         http_client=DefaultAsyncHttpxClient(verify=_tls_context(), timeout=timeout_s))
     model = OpenAIResponsesModel(model_name, provider=OpenAIProvider(openai_client=client))
     return PydanticAIClient(name, model, secrets=[api_key], supports_images=True, closers=[client.close])
 
 
 def anthropic_client(name: str, model_name: str, *, base_url: str | None, api_key: str, timeout_s: float) -> PydanticAIClient:
-    from anthropic import AsyncAnthropic
+    from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
-    client = AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+    client = AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s,
+                            http_client=DefaultAsyncHttpxClient(verify=_tls_context(), timeout=timeout_s))
     model = AnthropicModel(model_name, provider=AnthropicProvider(anthropic_client=client))
     return PydanticAIClient(name, model, secrets=[api_key], supports_images=True, closers=[client.close])

@@ -266,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_agent_commands(sub)
     add_acp_command(sub)
 
+    from .batch_cmd import add_subcommand as add_batch_command
+
+    add_batch_command(sub)
+
     try:
         from conformance.cli import add_subcommand
     except ImportError:

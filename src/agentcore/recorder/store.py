@@ -352,6 +352,41 @@ class Recorder:
                 self._db.execute("DELETE FROM sessions WHERE id=?", (sid,))
         return len(ids)
 
+    def absorb(self, other: Path) -> list[str]:
+        """Copy every session recorded in the database at `other` into this one; returns their ids.
+
+        For batch workers, which record into a database of their own. Session and run ids are kept;
+        row ids are renumbered (in order, so messages, parts and events load as they were written).
+        All or nothing: a session id this database already has is an error, and nothing is copied.
+        """
+        src = connect(Path(other))  # migrates an older one to this schema first
+        src.close()
+        self._db.execute("ATTACH DATABASE ? AS src", (os.fspath(other),))
+        try:
+            ids = [r[0] for r in self._db.execute("SELECT id FROM src.sessions ORDER BY rowid")]
+            clash = self._db.execute("SELECT id FROM main.sessions WHERE id IN (SELECT id FROM src.sessions) LIMIT 1").fetchone()
+            if clash is not None:
+                raise RecorderError(f"the session {clash[0]!r} is recorded already")
+            with self._tx():
+                self._db.execute("PRAGMA defer_foreign_keys=ON")
+                self._copy_rows()
+        finally:
+            self._db.execute("DETACH DATABASE src")
+        return ids
+
+    def _copy_rows(self) -> None:
+        offset = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM main.messages").fetchone()[0]
+        self._db.execute("INSERT INTO main.sessions SELECT * FROM src.sessions ORDER BY rowid")
+        self._db.execute("INSERT INTO main.runs SELECT * FROM src.runs ORDER BY rowid")
+        self._db.execute("INSERT INTO main.messages(id, session_id, run_id, role, created_at, usage) "
+                         "SELECT id + ?, session_id, run_id, role, created_at, usage FROM src.messages ORDER BY id", (offset,))
+        self._db.execute("INSERT INTO main.parts(message_id, seq, kind, data) SELECT message_id + ?, seq, kind, data FROM src.parts ORDER BY id",
+                         (offset,))
+        self._db.execute("INSERT INTO main.decisions(session_id, call_id, tool, layer, choice, answered_by, created_at) "
+                         "SELECT session_id, call_id, tool, layer, choice, answered_by, created_at FROM src.decisions ORDER BY id")
+        self._db.execute("INSERT INTO main.events(session_id, type, run_id, call_id, data, created_at) "
+                         "SELECT session_id, type, run_id, call_id, data, created_at FROM src.events ORDER BY id")
+
     def export(self, session_id: str) -> Iterator[dict[str, Any]]:
         """JSON Lines records: the session, then its messages, decisions and events (children follow their parent)."""
         info = self.session(session_id)
