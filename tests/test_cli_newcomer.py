@@ -119,19 +119,75 @@ def test_an_internal_error_is_one_line_and_debug_shows_the_traceback() -> None:
     assert debug.returncode == 70 and "Traceback" in debug.stderr and "kaboom" in debug.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["tools"], ["tools", "--json"], ["manifest", "schema"], ["demo"], ["demo", "--json"],
-    ["conformance", "list"], ["conformance", "trace"], ["--help"],
-])
-def test_a_closed_pipe_is_not_a_traceback(args: list[str], proj: tuple[Path, Path]) -> None:
-    read_end, write_end = os.pipe()
-    os.close(read_end)  # the reader is already gone, as after `| head` exits
-    try:
-        done = subprocess.run([EXE, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
-    finally:
-        os.close(write_end)
-    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
-    assert done.returncode in (0, 141, 120), done.stderr
+def _leaf_commands() -> set[tuple[str, ...]]:
+    import argparse
+
+    from agentcore.cli.main import build_parser
+
+    return {path for path, p in _parsers(build_parser()) if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A session recorded by the README's main command (scripted model), in a database of its own."""
+    tmp = tmp_path_factory.mktemp("recorded")
+    ws = tmp / "workspace"
+    import shutil
+
+    shutil.copytree(ROOT / "examples" / "workspace", ws)
+    db = tmp / "sessions.db"
+    manifest = str(ROOT / "examples" / "manifest.yaml")
+    r = run("run", "--manifest", manifest, "--workspace", str(ws), "--db", str(db), "List the open TODOs and write them to notes/todo-summary.md")
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(run("sessions", "list", "--db", str(db), "--json").stdout)[0]["id"]
+    tasks = tmp / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "prompt": "List the open TODOs and write them to notes/todo-summary.md",
+                                 "workspace_template": str(ROOT / "examples" / "workspace")}) + "\n")
+    return {"db": str(db), "session": sid, "manifest": manifest, "ws": str(ws), "tasks": str(tasks), "tmp": str(tmp)}
+
+
+def _every_command(recorded: dict[str, str], proj: tuple[Path, Path]) -> dict[tuple[str, ...], list[str]]:
+    ws, m = str(proj[0]), str(proj[1])
+    db, sid, manifest = recorded["db"], recorded["session"], recorded["manifest"]
+    return {
+        ("manifest", "check"): ["manifest", "check", m, "--workspace", ws, "--json"],
+        ("manifest", "schema"): ["manifest", "schema"],
+        ("tools",): ["tools", "--json"],
+        ("call",): ["call", "--manifest", m, "--workspace", ws, "--headless", "read", '{"path": "src"}'],
+        ("explain",): ["explain", "--manifest", m, "--workspace", ws, "read", '{"path": "src"}'],
+        ("demo",): ["demo", "--json"],
+        ("run",): ["run", "--manifest", manifest, "--workspace", recorded["ws"], "--no-record", "List the open TODOs and write them to notes/todo-summary.md"],
+        ("sessions", "list"): ["sessions", "list", "--db", db, "--all"],
+        ("sessions", "show"): ["sessions", "show", "--db", db, sid],
+        ("sessions", "export"): ["sessions", "export", "--db", db, sid],
+        ("replay",): ["replay", "--db", db, "--manifest", manifest, "--workspace", recorded["ws"], sid],
+        ("acp",): ["acp", "--manifest", manifest, "--headless", "--db", db],
+        ("batch",): ["batch", recorded["tasks"], "--manifest", manifest, "--out", recorded["tmp"] + "/batch-out", "--no-record"],
+        ("conformance", "run"): ["conformance", "run", "--case", "file.read-*", "--format", "jsonl"],
+        ("conformance", "smoke"): ["conformance", "smoke"],
+        ("conformance", "trace"): ["conformance", "trace"],
+        ("conformance", "selftest"): ["conformance", "selftest", "--only-mutants", "--mutant", "always-capability-wide"],
+        ("conformance", "list"): ["conformance", "list"],
+        ("--help",): ["--help"],
+        ("sessions", "rm"): ["sessions", "rm", "--db", db, sid],  # last: the others use the session
+    }
+
+
+def test_a_closed_pipe_is_not_a_traceback_for_any_command(recorded: dict[str, str], proj: tuple[Path, Path]) -> None:
+    """Every subcommand (the table must name each one the parser has) piped into a reader that is gone."""
+    commands = _every_command(recorded, proj)
+    assert _leaf_commands() <= set(commands), f"add the new subcommands to this test: {_leaf_commands() - set(commands)}"
+    problems = {}
+    for key, args in commands.items():
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is already gone, as after `| head` exits
+        try:
+            done = subprocess.run([EXE, *args], stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+        finally:
+            os.close(write_end)
+        if "Traceback" in done.stderr or "BrokenPipe" in done.stderr or done.returncode not in (0, 141):
+            problems[" ".join(key)] = (done.returncode, done.stderr[-500:])
+    assert problems == {}
 
 
 def test_manifest_check_json_into_a_closed_pipe(proj: tuple[Path, Path]) -> None:
@@ -163,3 +219,97 @@ def test_the_demo_shows_every_layer_it_names() -> None:
     steps = json.loads(run("demo", "--json").stdout)
     layers = {(s["envelope"]["metadata"].get("refusal") or {}).get("layer", "output") for s in steps}
     assert {"output", "permission", "capability", "schema", "watchdog", "ask"} <= layers
+
+
+# -- errors that point and suggest (item 3) ---------------------------------------------------------
+
+ERRORS = [
+    # (manifest text, the one line expected on stderr after "agentcore: " and the file name)
+    ("name: a\ntools: [read, wirte]\n", ":2: tools.1: unknown tool 'wirte' (did you mean 'write'?)"),
+    ("name: a\ntools: [read]\nrequries:\n  fs: {read: ['{workspace}/**']}\n", ":3: requries: unknown key (did you mean 'requires'"),
+    ("name: a\ntools: [read]\nrules:\n  - permission: raed\n    pattern: x\n    action: allow\n",
+     ":4: rules.0.permission: permission 'raed' is neither a known tool, a capability nor '*' (did you mean 'read'?)"),
+    ("name: a\ntools: [read]\nrules:\n  - permission: read\n    pattern: '{workspac}/x'\n    action: allow\n",
+     ":5: rules.0.pattern: unknown variable {workspac} (did you mean '{workspace}'?)"),
+    ("name: a\ntools: [read]\nrequires:\n  fs:\n    read: ['{wrkspace}/**']\n", ":5: requires.fs.read.0: unknown variable {wrkspace} (did you mean '{workspace}'?)"),
+    ("name: a\ntools: [read]\nrules:\n  - permission: read\n    pattren: x\n    action: allow\n",
+     ":5: rules.0.pattren: unknown key (did you mean 'pattern'?); missing: pattern"),
+    ("", ":1: name: required key is missing"),
+    ("name: a\ntools: [bash]\nrequires:\n  shell:\n    - cmd: git\n      args: [status, {wildcard: false}]\n",
+     ":6: requires.shell.0.args: argument 1: an argument pattern is a string, {wildcard: true} (exactly one argument) or {prefix: TEXT}"),
+    ("name: a\ntools: [read]\nrequires:\n  capabilities: [DB.query]\n",
+     ":4: requires.capabilities.0: a capability name is two or more lowercase identifiers joined by '.'"),
+    ("name: a\nwatchdog:\n  disable: [secret]\n", ":3: watchdog.disable.0: unknown watchdog category 'secret' (did you mean 'secrets'?)"),
+    ("name: a\ntools: [read, read]\n", ":2: tools.1: tool 'read' is listed twice"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ERRORS)
+def test_manifest_errors_point_at_file_line_key_and_suggest(tmp_path: Path, text: str, expected: str) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "m.yaml").write_text(text)
+    r = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("agentcore: m.yaml" + expected), r.stderr
+    assert "rules[" not in r.stderr and "Field required" not in r.stderr and "(and 1 more)" not in r.stderr
+
+
+def test_every_schema_problem_is_listed_once_in_file_order(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text("name: a\nmodle: {id: x}\nlimits:\n  read_bytes: lots\nrequires:\n  fs:\n    raed: [x]\n")
+    r = run("manifest", "check", str(tmp_path / "m.yaml"), cwd=tmp_path)
+    lines = [line.removeprefix("agentcore: ") for line in r.stderr.splitlines()]
+    assert [line.split(": ")[1] for line in lines] == ["modle", "limits.read_bytes", "requires.fs.raed"]
+    assert all(line.startswith(str(tmp_path / "m.yaml") + ":") for line in lines)
+    assert "lots" not in r.stderr  # the key and the constraint, never the value
+
+
+def test_a_misspelt_tool_in_call_lists_the_enabled_tools(proj: tuple[Path, Path]) -> None:
+    ws, m = proj
+    r = run("call", "--manifest", str(m), "--workspace", str(ws), "raed", '{"path": "x"}')
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == "agentcore: 'raed' is not a tool (did you mean 'read'?); the manifest enables: read, write"
+    r = run("explain", "--manifest", str(m), "--workspace", str(ws), "bash", '{"command": "ls"}')
+    assert r.returncode == 2
+    assert r.stderr.strip() == "agentcore: 'bash' is not enabled by this manifest; the manifest enables: read, write"
+
+
+# -- manifest check warns about what will not work (item 4) ------------------------------------------
+
+
+def test_manifest_check_warns_about_what_will_not_work(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(
+        "name: w\ntools: [read]\nrequires:\n  fs:\n    read: ['{workspace}/**']\n    write: ['{workspace}/out/**']\n"
+        "  shell:\n    - cmd: ls\n  net:\n    hosts: [example.com]\n  capabilities: [db.query]\n"
+        "rules:\n  - {permission: bash, pattern: '*', action: allow}\n"
+    )
+    r = run("manifest", "check", "m.yaml", "--workspace", "missing", cwd=tmp_path)
+    assert r.returncode == 0
+    warnings = [line.removeprefix("warning: ") for line in r.stderr.splitlines()]
+    assert warnings[0].startswith("workspace: ") and "is not an existing directory" in warnings[0]
+    assert any(w.startswith("m.yaml:6: requires.fs.write: no enabled tool uses this grant") and "write, edit or bash" in w for w in warnings)
+    assert any(w.startswith("m.yaml:7: requires.shell: no enabled tool uses this grant") and w.endswith("only with bash") for w in warnings)
+    assert any(w.startswith("m.yaml:10: requires.net.hosts: no enabled tool uses this grant") and "web_fetch" in w for w in warnings)
+    assert any(w.startswith("m.yaml:11: requires.capabilities.0: the named capability 'db.query'") for w in warnings)
+    assert any(w.startswith("m.yaml:13: rules.0.permission: 'bash' is not enabled") for w in warnings)
+    assert len(warnings) == 6
+    assert "6 warnings (on stderr)" in r.stdout
+    assert run("manifest", "check", "m.yaml", "--workspace", "missing", "--strict", cwd=tmp_path).returncode == 1
+    doc = json.loads(run("manifest", "check", "m.yaml", "--workspace", "missing", "--json", cwd=tmp_path).stdout)
+    assert doc["warnings"] == warnings
+
+
+def test_a_manifest_that_uses_what_it_grants_has_no_warnings(proj: tuple[Path, Path]) -> None:
+    ws, m = proj
+    r = run("manifest", "check", str(m), "--workspace", str(ws), "--strict")
+    assert r.returncode == 0 and r.stderr == "" and "warning" not in r.stdout
+
+
+def test_a_wildcard_argument_is_shown_as_exactly_one_argument(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "m.yaml").write_text(
+        "name: s\ntools: [bash]\nrequires:\n  shell:\n    - {cmd: git, args: [status, {wildcard: true}]}\n"
+        "    - {cmd: ls, args: [{prefix: '-'}, 'my dir']}\n    - {cmd: pwd}\n"
+    )
+    r = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path)
+    assert "  shell:     git status <one arg>; ls -… 'my dir'; pwd" in r.stdout

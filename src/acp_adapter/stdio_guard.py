@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
+import sys
+import threading
 from typing import Any
 
 MAX_LINE = 16 * 1024 * 1024  # bytes per message; a prompt with embedded files fits, a runaway line does not
@@ -20,12 +24,82 @@ _CHUNK = 64 * 1024
 
 async def guarded_stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, "asyncio.Task[None]"]:
     """(reader for the SDK, stdout writer, the pump task)."""
-    from acp.stdio import stdio_streams
-
-    raw, writer = await stdio_streams(limit=_CHUNK)
+    loop = asyncio.get_running_loop()
+    raw = asyncio.StreamReader(limit=_CHUNK)
+    if _kind(0) in ("fifo", "socket"):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(raw), sys.stdin)
+    else:
+        # stdin is a file, /dev/null or a terminal, which the event loop cannot watch (epoll refuses
+        # /dev/null and regular files): read it on a thread, so that its end still ends the agent.
+        _feed_from_thread(loop, raw)
+    writer = await _stdout_writer(loop)
     clean = asyncio.StreamReader(limit=MAX_LINE + _CHUNK)
-    task = asyncio.get_running_loop().create_task(_pump(raw, clean, writer), name="agentcore-acp-stdin")
+    task = loop.create_task(_pump(raw, clean, writer), name="agentcore-acp-stdin")
     return clean, writer, task
+
+
+def _kind(fd: int) -> str:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return "closed"
+    return "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device" if stat.S_ISCHR(mode) else "file"
+
+
+def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+    def give(call: Any, *args: Any) -> bool:
+        try:
+            loop.call_soon_threadsafe(call, *args)
+            return True
+        except RuntimeError:  # the loop is closed: nobody is reading any more
+            return False
+
+    def run() -> None:
+        try:
+            while (data := os.read(0, _CHUNK)) and give(reader.feed_data, data):
+                pass
+        except OSError:
+            pass
+        give(reader.feed_eof)
+
+    threading.Thread(target=run, name="agentcore-acp-stdin", daemon=True).start()
+
+
+class _FileTransport(asyncio.WriteTransport):
+    """stdout redirected to a regular file, which pipe transports refuse: plain blocking writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+
+
+async def _stdout_writer(loop: asyncio.AbstractEventLoop) -> asyncio.StreamWriter:
+    from acp.stdio import _WritePipeProtocol  # the SDK's protocol: flow control for drain()
+
+    protocol = _WritePipeProtocol()
+    transport: asyncio.WriteTransport
+    if _kind(1) == "file":
+        transport = _FileTransport()
+    else:
+        transport, _ = await loop.connect_write_pipe(lambda: protocol, sys.stdout)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
 
 
 async def _pump(raw: asyncio.StreamReader, clean: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

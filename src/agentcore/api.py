@@ -43,6 +43,7 @@ from .asking import (
 )
 from .envelope import Envelope
 from .errors import CompileError, ManifestError, RegistryError
+from .manifest.advice import manifest_warnings as _manifest_warnings
 from .manifest.compiled import CompiledManifest
 from .manifest.compiled import compile_manifest as _compile_manifest
 from .manifest.compiled import load_manifest as _load_manifest
@@ -117,6 +118,7 @@ __all__ = [
     "default_watchdog",
     "load_manifest",
     "load_project_rules",
+    "manifest_warnings",
     "parse_document",
     "read_manifest_spec",
     "available_skills",
@@ -208,6 +210,12 @@ def compile_manifest(
         source=source,
         **kwargs,
     )
+
+
+def manifest_warnings(manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> list[str]:
+    """What in a valid manifest will not work as meant: a missing workspace, grants no enabled tool uses,
+    named capabilities nothing uses, rules about tools that are not enabled ("file:line: key: message")."""
+    return _manifest_warnings(manifest, catalog or default_catalog())
 
 
 def load_project_rules(path: str | Path, manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> tuple[CompiledRule, ...]:

@@ -8,10 +8,11 @@ Provider libraries load only when a model is opened, so `sessions` and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 RUN_EXIT_HELP = (
     "exit codes: 0 finished, 1 failed (provider error, failed script expectations), 2 usage error, "
@@ -130,12 +131,29 @@ def _report(outcome: Any, *, jsonl: bool) -> int:
 # -- sessions --------------------------------------------------------------------------------------
 
 
+def _recorded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A sessions command whose database cannot be used, or has no such session, says so in one line (exit 2)."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from ..recorder.store import RecorderError
+
+        try:
+            return command(args)
+        except RecorderError as exc:
+            print(f"agentcore: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def _open_recorder(args: argparse.Namespace) -> Any:
     from ..recorder.store import Recorder
 
     return Recorder(_db_path(args))
 
 
+@_recorded
 def cmd_sessions_list(args: argparse.Namespace) -> int:
     import datetime
 
@@ -152,6 +170,7 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return 0
 
 
+@_recorded
 def cmd_sessions_show(args: argparse.Namespace) -> int:
     with _open_recorder(args) as rec:
         info = rec.session(args.session)
@@ -183,6 +202,7 @@ def _part_line(role: str, part: dict[str, Any]) -> str:
     return f"{role} {kind}"
 
 
+@_recorded
 def cmd_sessions_export(args: argparse.Namespace) -> int:
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
@@ -195,6 +215,7 @@ def cmd_sessions_export(args: argparse.Namespace) -> int:
     return 0
 
 
+@_recorded
 def cmd_sessions_rm(args: argparse.Namespace) -> int:
     with _open_recorder(args) as rec:
         removed = rec.remove(args.session)

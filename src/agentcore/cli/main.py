@@ -70,7 +70,7 @@ def _parse_args_json(text: str) -> Any:
 
 
 def cmd_manifest_check(args: argparse.Namespace) -> int:
-    from ..api import ManifestError, default_catalog, load_manifest
+    from ..api import ManifestError, default_catalog, load_manifest, manifest_warnings
 
     workspace = Path(args.workspace) if args.workspace else Path.cwd()
     try:
@@ -78,6 +78,7 @@ def cmd_manifest_check(args: argparse.Namespace) -> int:
     except ManifestError as exc:
         _die(str(exc))
     reg = default_catalog()
+    warnings = manifest_warnings(m, catalog=reg)
     report = {
         "name": m.name,
         "source": str(m.source),
@@ -90,10 +91,14 @@ def cmd_manifest_check(args: argparse.Namespace) -> int:
         ],
         "environment": m.environment,
         "limits": m.limits.to_json(),
+        "warnings": warnings,
     }
+    status = 1 if args.strict and warnings else 0
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0
+        return status
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     eff = report["effective"]
     print(f"manifest {m.name}: OK ({m.source})")
     print(f"workspace: {', '.join(report['workspace_roots']) or '(none)'}")
@@ -104,13 +109,28 @@ def cmd_manifest_check(args: argparse.Namespace) -> int:
     print("  fs.read:   " + (", ".join(eff["fs"]["read"]) or "(none: reads fail closed)"))
     print("  fs.write:  " + (", ".join(eff["fs"]["write"]) or "(none: writes fail closed)"))
     print("  net.hosts: " + (", ".join(eff["net"]["hosts"]) or "(none: no network)"))
-    print("  shell:     " + ("; ".join(" ".join([s["cmd"], *[a if isinstance(a, str) else ("<any>" if "wildcard" in a else a["prefix"] + "…") for a in s["args"]]]) for s in eff["shell"]) or "(none)"))
+    # Each requirement as the command line it allows: <one arg> is {wildcard: true}, exactly one argument.
+    print("  shell:     " + ("; ".join(s.describe() for s in m.effective.shell) or "(none)"))
     print("  named:     " + (", ".join(eff["capabilities"]) or "(none)"))
     print("rules (manifest scope; every deny is pinned; default ask):")
     for r in report["rules"]:
         print(f"  #{r['index'] + 1} {r['permission']} {r['pattern']} -> {r['action']}")
     print(f"environment: {m.environment}")
-    return 0
+    if warnings:
+        print(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} (on stderr)")
+    return status
+
+
+def _known_tool(engine: Any, session: Any, tool_id: str) -> None:
+    """A tool this agent cannot call is a usage error that lists what it can (and the closest name)."""
+    if engine.tool(session, tool_id) is not None:
+        return
+    from ..textdata import did_you_mean
+
+    enabled = [t.id for t in engine.tools(session)]
+    session.close()
+    why = "is not enabled by this manifest" if engine.catalog.has(tool_id) else "is not a tool"
+    _die(f"{tool_id!r} {why}{did_you_mean(tool_id, enabled)}; the manifest enables: {', '.join(enabled) or '(nothing)'}")
 
 
 def cmd_call(args: argparse.Namespace) -> int:
@@ -118,6 +138,7 @@ def cmd_call(args: argparse.Namespace) -> int:
 
     call_args = _parse_args_json(args.args_json)
     engine, session = _load(args)
+    _known_tool(engine, session, args.tool)
     try:
         envelope = anyio.run(engine.call, session, args.tool, call_args)
         print(json.dumps(envelope.to_dict(), ensure_ascii=False))
@@ -132,6 +153,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     call_args = _parse_args_json(args.args_json)
     engine, session = _load(args)
+    _known_tool(engine, session, args.tool)
     try:
         report = anyio.run(engine.explain, session, args.tool, call_args)
     finally:
@@ -229,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk = msub.add_parser("check", help="validate a manifest and print its effective capability set")
     chk.add_argument("file", help="the manifest (YAML or JSON)")
     chk.add_argument("--workspace", help="workspace root (default: the current directory)")
-    chk.add_argument("--json", action="store_true", help="print the result as JSON")
+    chk.add_argument("--json", action="store_true", help="print the result as JSON (warnings included)")
+    chk.add_argument("--strict", action="store_true", help="exit 1 when there are warnings (for CI)")
     chk.set_defaults(func=cmd_manifest_check)
     sch = msub.add_parser("schema", help="print the manifest's JSON Schema (for editors: validation and completion)")
     sch.set_defaults(func=cmd_manifest_schema)
@@ -326,6 +349,8 @@ def entry() -> None:
     except BrokenPipeError:
         _silence_stdout()
         code = EXIT_PIPE
+    except ValueError:  # a transport (the ACP server's) already closed stdout: nothing is left to flush
+        pass
     sys.exit(code)
 
 

@@ -7,6 +7,7 @@ arguments; a requirement without `args` allows the bare command only.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -24,11 +25,12 @@ class ArgPattern:
         return True
 
     def describe(self) -> str:
+        """As a command-line word: a literal quoted as a shell would need it, `<one arg>` for a wildcard."""
         if self.kind == "exact":
-            return self.value
+            return shlex.quote(self.value)
         if self.kind == "prefix":
-            return f"{self.value}…"
-        return "<any>"
+            return f"{shlex.quote(self.value)}…"
+        return "<one arg>"
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ class BashTool(Tool):
     )
     parameters = _schemas.BASH
     kind = "execute"
-    uses = ("shell.run",)
+    # The sandbox shows fs.read, lets commands write fs.write and reaches net.hosts through its proxy (ENV-5, ENV-12).
+    uses = ("shell.run", "fs.read", "fs.write", "net.fetch")
     needs_environment = True
     own_truncation = True
     default_timeout_s = 600.0

@@ -1,0 +1,85 @@
+"""What in a compiled manifest will not work as its author probably meant (`agentcore manifest check`).
+
+These are warnings, not errors: the manifest is valid and fails closed. A
+grant no enabled tool uses grants nothing, a workspace that does not exist
+refuses every path, a rule about a tool that is not enabled never applies.
+Each warning is one "file:line: key: message" line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+from .catalog import ToolCatalog
+from .compiled import CompiledManifest, Locate, locator
+
+# Where each built-in capability is granted in `requires`, and what it is called there.
+_GRANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("fs.read", ("requires", "fs", "read")),
+    ("fs.write", ("requires", "fs", "write")),
+    ("net.fetch", ("requires", "net", "hosts")),
+    ("shell.run", ("requires", "shell")),
+)
+
+
+def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[str]:
+    """Every warning for `manifest`, in the order of the manifest's keys."""
+    at = locator(manifest.spec, str(manifest.source) if manifest.source else manifest.name)
+    enabled = [*manifest.tools, *manifest.deferred]
+    used = {cap for tool_id in enabled if catalog.has(tool_id) for cap in getattr(catalog.get(tool_id), "uses", ())}
+    out: list[str] = []
+    out += _missing_roots(manifest)
+    out += _unused_grants(manifest, catalog, used, enabled, at)
+    out += _unused_named(manifest, used, at)
+    out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
+    return out
+
+
+def _missing_roots(manifest: CompiledManifest) -> list[str]:
+    out = []
+    for root in manifest.workspace_roots:
+        if not os.path.isdir(root):
+            out.append(f"workspace: {root} is not an existing directory: every path access in it will be refused")
+    return out
+
+
+def _unused_grants(manifest: CompiledManifest, catalog: ToolCatalog, used: set[str], enabled: list[str], at: Locate) -> list[str]:
+    spec = manifest.spec.requires
+    present = {
+        "fs.read": spec.fs.read, "fs.write": spec.fs.write, "net.fetch": spec.net.hosts, "shell.run": spec.shell,
+    }
+    out = []
+    for cap, key in _GRANTS:
+        if present[cap] and cap not in used:
+            users = _either([t for t in catalog.ids() if cap in getattr(catalog.get(t), "uses", ())]) or "a tool that uses it"
+            out.append(
+                f"{at(*key)}: no enabled tool uses this grant ({', '.join(enabled) or 'no tools'} enabled); "
+                f"it takes effect only with {users}"
+            )
+    return out
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1] if names else ""
+
+
+def _unused_named(manifest: CompiledManifest, used: set[str], at: Locate) -> list[str]:
+    ruled = {r.rule.permission for r in manifest.rules}
+    out = []
+    for i, name in enumerate(manifest.spec.requires.capabilities):
+        if name not in used and name not in ruled:
+            out.append(
+                f"{at('requires', 'capabilities', i)}: the named capability {name!r} is used by no enabled tool and "
+                "named by no rule, so it grants nothing (named capabilities are for tools that declare them and for rules)"
+            )
+    return out
+
+
+def _rules_for_disabled_tools(manifest: CompiledManifest, catalog: ToolCatalog, enabled: Iterable[str], at: Locate) -> list[str]:
+    on = set(enabled)
+    out = []
+    for i, rule in enumerate(manifest.spec.rules):
+        if rule.permission in catalog.ids() and rule.permission not in on:
+            out.append(f"{at('rules', i, 'permission')}: {rule.permission!r} is not enabled, so this rule never applies")
+    return out
