@@ -313,3 +313,50 @@ def test_a_wildcard_argument_is_shown_as_exactly_one_argument(tmp_path: Path) ->
     )
     r = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path)
     assert "  shell:     git status <one arg>; ls -… 'my dir'; pwd" in r.stdout
+
+
+# -- the manifest reference (item 5) ----------------------------------------------------------------
+
+
+def test_the_manifest_reference_page_is_generated_from_the_models() -> None:
+    """docs/manifest.md is exactly what `agentcore manifest reference` prints: regenerate it after a schema change."""
+    page = run("manifest", "reference").stdout
+    assert (ROOT / "docs" / "manifest.md").read_text(encoding="utf-8") == page, \
+        "docs/manifest.md is stale: run `agentcore manifest reference > docs/manifest.md`"
+
+
+def _all_fields(model: Any, path: str = "") -> list[tuple[str, Any]]:
+    from pydantic import BaseModel
+
+    from agentcore.manifest.reference import _model_of
+
+    out = []
+    for name, field in model.model_fields.items():
+        out.append((path + name, field))
+        sub = _model_of(field.annotation)
+        if sub is not None and issubclass(sub, BaseModel):
+            out += _all_fields(sub, path + name + ".")
+    return out
+
+
+def test_every_manifest_key_is_documented_with_its_default() -> None:
+    from agentcore.api import ManifestSpec
+
+    page = run("manifest", "reference").stdout
+    undocumented = [key for key, field in _all_fields(ManifestSpec) if not field.description]
+    assert undocumented == []
+    for key, _field in _all_fields(ManifestSpec):
+        parts = key.split(".")
+        if parts[-1] in ("wildcard", "prefix"):
+            continue  # the argument-pattern forms are documented with requires.shell[].args
+        shown = key.replace("shell.", "shell[].").replace("rules.", "rules[].").replace("providers.", "providers[].")
+        assert f"| `{shown}` |" in page, key
+
+
+def test_the_reference_example_compiles(tmp_path: Path) -> None:
+    from agentcore.manifest.reference import example_yaml
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "m.yaml").write_text(example_yaml())
+    r = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr

@@ -118,6 +118,7 @@ __all__ = [
     "default_watchdog",
     "load_manifest",
     "load_project_rules",
+    "manifest_reference",
     "manifest_warnings",
     "parse_document",
     "read_manifest_spec",
@@ -210,6 +211,13 @@ def compile_manifest(
         source=source,
         **kwargs,
     )
+
+
+def manifest_reference() -> str:
+    """The manifest reference page (Markdown), written from the manifest models (docs/manifest.md)."""
+    from .manifest.reference import reference_markdown
+
+    return reference_markdown()
 
 
 def manifest_warnings(manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> list[str]:

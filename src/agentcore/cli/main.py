@@ -231,6 +231,13 @@ def cmd_manifest_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_manifest_reference(args: argparse.Namespace) -> int:
+    from ..api import manifest_reference
+
+    print(manifest_reference(), end="")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -256,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.set_defaults(func=cmd_manifest_check)
     sch = msub.add_parser("schema", help="print the manifest's JSON Schema (for editors: validation and completion)")
     sch.set_defaults(func=cmd_manifest_schema)
+    ref = msub.add_parser("reference", help="print the manifest reference (every key, its default and an example) as Markdown")
+    ref.set_defaults(func=cmd_manifest_reference)
 
     tools = sub.add_parser("tools", help="every available tool with its kind, description and parameters")
     tools.add_argument("--json", action="store_true", help="print the full parameter schemas as JSON")
