@@ -152,6 +152,7 @@ def _every_command(recorded: dict[str, str], proj: tuple[Path, Path]) -> dict[tu
     return {
         ("manifest", "check"): ["manifest", "check", m, "--workspace", ws, "--json"],
         ("manifest", "schema"): ["manifest", "schema"],
+        ("manifest", "reference"): ["manifest", "reference"],
         ("tools",): ["tools", "--json"],
         ("call",): ["call", "--manifest", m, "--workspace", ws, "--headless", "read", '{"path": "src"}'],
         ("explain",): ["explain", "--manifest", m, "--workspace", ws, "read", '{"path": "src"}'],

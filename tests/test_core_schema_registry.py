@@ -241,3 +241,34 @@ def test_registry_lists_all_locked_tools_with_kinds() -> None:
     assert set(LOCKED_IDS) <= set(reg.ids())
     kinds = {t: reg.get(t).kind for t in ("read", "write", "edit", "glob", "grep", "todo", "question")}
     assert kinds == {"read": "read", "write": "edit", "edit": "edit", "glob": "search", "grep": "search", "todo": "other", "question": "other"}
+
+
+@pytest.mark.parametrize("tid", LOCKED_IDS)
+def test_every_locked_schema_is_a_valid_json_schema(tid: str) -> None:
+    """The registry trusts the locked tools' schemas at start-up (it checks plugins'); this is where they are checked."""
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(build_registry(plugins=False).get(tid).parameters)
+
+
+def test_a_catalogue_loads_only_the_tools_it_is_asked_for(tmp_path: Path) -> None:
+    """One `read` call imports the read tool, not the other twelve."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    code = (
+        "import sys, anyio\n"
+        "from agentcore.api import Engine, compile_manifest\n"
+        "m = compile_manifest({'name': 'n', 'tools': ['read'], 'requires': {'fs': {'read': ['{workspace}/**']}},"
+        " 'rules': [{'permission': '*', 'pattern': '*', 'action': 'allow'}]}, workspace=sys.argv[1])\n"
+        "e = Engine(m)\n"
+        "with e.open_session() as s:\n"
+        "    assert anyio.run(e.call, s, 'read', {'path': 'a.txt'}).type == 'output'\n"
+        "loaded = sorted(n for n in sys.modules if n.startswith('agentcore.tools.') and n.split('.')[-1] in "
+        + repr(list(LOCKED_IDS)) + ")\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['agentcore.tools.read']"

@@ -27,7 +27,6 @@ the default one with the manifest's `watchdog:` settings
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
@@ -136,21 +135,28 @@ def build_catalog(*, plugins: bool = True, extra: Iterable[Tool] = ()) -> ToolRe
     others keep working, and a manifest that enables it fails to compile with
     the reason (TOOL-7).
     """
-    from .tools.locked import locked_tools
+    from .tools.locked import LOCKED_CLASSES, locked_factory
 
-    catalog = ToolRegistry()
-    for tool in locked_tools():
-        catalog.register(tool, locked=True)
+    # Locked tools are imported when first looked up, plugins when an id is not found otherwise
+    # (or the whole list is asked for): a command that runs one `read` loads one tool.
+    catalog = ToolRegistry(plugins=_load_plugins if plugins else None)
+    for tool_id in LOCKED_IDS:
+        assert tool_id in LOCKED_CLASSES
+        catalog.register_lazy(tool_id, locked_factory(tool_id))
     for tool in extra:
         catalog.register(tool)
-    if plugins:
-        for ep in entry_points(group="agentcore.tools"):
-            try:
-                obj = ep.load()
-                catalog.register(obj() if isinstance(obj, type) else obj)
-            except Exception as exc:
-                catalog.plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
     return catalog
+
+
+def _load_plugins(catalog: ToolRegistry) -> None:
+    from importlib.metadata import entry_points  # scanning every installed distribution: only when needed
+
+    for ep in entry_points(group="agentcore.tools"):
+        try:
+            obj = ep.load()
+            catalog.register(obj() if isinstance(obj, type) else obj)
+        except Exception as exc:
+            catalog.plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
 
 
 @lru_cache(maxsize=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,8 @@ from .agent_cmds import add_db_arg, add_model_args
 
 def cmd_acp(args: argparse.Namespace) -> int:
     import anyio
+
+    import logging
 
     from ..agent.config import ModelConfigError, check_model_config, resolve_model_config
     from ..recorder.store import default_db_path

@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Sequence
 
 from ..errors import CompileError
 from ..limits import Limits
@@ -203,6 +203,11 @@ def _check_tools(spec: ManifestSpec, catalog: ToolCatalog, at: Locate) -> None:
             )
 
 
+def _names(catalog: ToolCatalog) -> Container[str]:
+    """The catalogue's ids for `in` tests: the catalogue itself when it answers them (without loading every plugin)."""
+    return catalog if isinstance(catalog, Container) else catalog.ids()
+
+
 def _tool_locator(tool_id: str) -> Locate:
     return lambda *key: f"tool {tool_id}: {key_path_text(key)}"
 
@@ -276,7 +281,7 @@ def compile_manifest(
         for i, r in enumerate(spec.rules)
     ]
     compiled_rules = compile_rules(
-        rules, bindings, known_tools=catalog.ids(), known_capabilities=effective.capabilities,
+        rules, bindings, known_tools=_names(catalog), known_capabilities=effective.capabilities,
         locate=lambda rule, key: at("rules", rule.index, key),
     )
     _check_watchdog(spec, at)
@@ -318,4 +323,4 @@ def load_project_rules(path: Path, bindings: Bindings, *, catalog: ToolCatalog) 
         Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=at("rules", i))
         for i, r in enumerate(spec.rules)
     ]
-    return compile_rules(rules, bindings, known_tools=catalog.ids(), locate=lambda rule, key: at("rules", rule.index, key))
+    return compile_rules(rules, bindings, known_tools=_names(catalog), locate=lambda rule, key: at("rules", rule.index, key))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Literal
+from typing import Callable, Container, Iterable, Literal
 
 from wcmatch import fnmatch as wcfnmatch
 
@@ -165,7 +165,7 @@ def compile_rules(
     rules: Iterable[Rule],
     bindings: Bindings,
     *,
-    known_tools: Iterable[str] = (),
+    known_tools: Container[str] = (),
     known_capabilities: Iterable[str] = (),
     locate: Callable[[Rule, str], str] | None = None,
 ) -> tuple[CompiledRule, ...]:
@@ -175,14 +175,14 @@ def compile_rules(
     for errors; without it errors name the rule's origin.
     """
     anchor = bindings.workspace
-    tools = set(known_tools)
+    tools = known_tools  # a catalogue answers `in` without loading every plugin
     caps = set(known_capabilities) | set(CAPABILITY_KINDS)
     out: list[CompiledRule] = []
     for rule in rules:
         where = rule.origin or f"{rule.scope} rule #{rule.index + 1}"
         perm = rule.permission
         if perm != "*" and perm not in caps and tools and perm not in tools:
-            hint = did_you_mean(perm, tools | caps | {"*"})
+            hint = did_you_mean(perm, [*tools, *caps, "*"])  # type: ignore[misc]
             raise CompileError(
                 f"permission {perm!r} is neither a known tool, a capability nor '*'{hint}",
                 location=locate(rule, "permission") if locate else where,
