@@ -67,7 +67,7 @@ _METHOD_TYPES = {
     "initialize": "Initialize", "authenticate": "Authenticate", "session/new": "NewSession", "session/load": "LoadSession",
     "session/list": "ListSessions", "session/close": "CloseSession", "session/prompt": "Prompt",
     "session/set_config_option": "SetSessionConfigOption", "session/set_mode": "SetSessionMode",
-    "session/request_permission": "RequestPermission",
+    "session/request_permission": "RequestPermission", "fs/read_text_file": "ReadTextFile", "fs/write_text_file": "WriteTextFile",
 }
 _NOTIFICATION_TYPES = {"session/update": "SessionNotification", "session/cancel": "CancelNotification"}
 
@@ -166,6 +166,15 @@ class RecordingClient:
     permissions: list[Any] = field(default_factory=list)
     on_update: Callable[[dict[str, Any]], Any] | None = None
     on_permission: Callable[[Any], Any] | None = None
+    buffers: dict[str, str] = field(default_factory=dict)  # the editor's unsaved text, by absolute path
+    file_reads: list[str] = field(default_factory=list)  # every path the agent asked to read through the client
+
+    async def read_text_file(self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **kwargs: Any) -> Any:
+        from acp import schema
+
+        self.file_reads.append(path)
+        text = self.buffers[path] if path in self.buffers else Path(path).read_text(encoding="utf-8")
+        return schema.ReadTextFileResponse(content=text)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         doc = update.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -163,6 +163,56 @@ async def test_headless_sends_no_permission_request(setup: dict[str, Any]) -> No
     assert not (setup["ws"] / "x.txt").exists()
 
 
+# -- what the client offers ---------------------------------------------------------------------------
+
+
+async def test_read_takes_the_editor_buffer_only_after_the_pipeline_allowed_it(setup: dict[str, Any]) -> None:
+    """The client offers fs/read_text_file: an allowed `read` returns the unsaved buffer; a denied one
+    (the manifest denies `.env`, the capability check refuses a path outside the workspace, the
+    watchdog's secret screen) never reaches the client, so an editor buffer cannot leak what the rules hide."""
+    from acp import schema
+
+    ws = setup["ws"]
+    outside = setup["tmp"] / "outside.txt"
+    outside.write_text("outside\n")
+    script = _script(setup["tmp"] / "s.yaml", [
+        {"tool_calls": [
+            {"tool": "read", "args": {"path": "a.txt"}, "expect": {"type": "output", "contains": "unsaved edit"}},
+            {"tool": "read", "args": {"path": ".env"}, "expect": {"type": "error"}},
+            {"tool": "read", "args": {"path": str(outside)}, "expect": {"type": "error"}},
+        ]},
+        {"text": "done"},
+    ])
+    client = RecordingClient(buffers={os.fspath(ws / "a.txt"): "alpha\nunsaved edit\n", os.fspath(ws / ".env"): "TOKEN=leaked\n",
+                                      os.fspath(outside): "leaked\n"})
+    wire = Wire()
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"], wire=wire) as (conn, _proc):
+        caps = schema.ClientCapabilities(fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=False))
+        await conn.initialize(protocol_version=1, client_capabilities=caps)
+        new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        reply = await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    assert reply.stop_reason == "end_turn"
+    assert client.file_reads == [os.fspath(ws / "a.txt")]  # only the path the pipeline allowed
+    finals = {u["toolCallId"]: u for u in client.updates if u.get("sessionUpdate") == "tool_call_update" and u.get("status") in ("completed", "failed")}
+    assert "unsaved edit" in json.dumps(finals["call_1"]["rawOutput"])
+    assert "leaked" not in json.dumps(client.updates)
+    assert (ws / "a.txt").read_text() == "alpha\n"  # the disk file is untouched
+    wire.validate()
+
+
+async def test_without_the_client_offer_read_uses_the_disk(setup: dict[str, Any]) -> None:
+    script = _script(setup["tmp"] / "s.yaml", [
+        {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}, "expect": {"type": "output", "contains": "alpha"}}]},
+        {"text": "done"},
+    ])
+    client = RecordingClient(buffers={os.fspath(setup["ws"] / "a.txt"): "unsaved\n"})
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        assert (await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])).stop_reason == "end_turn"
+    assert client.file_reads == []
+
+
 # -- cancel -----------------------------------------------------------------------------------------
 
 

@@ -103,6 +103,22 @@ class AcpBroker:
         return None  # ACP v1 has no way to ask a structured question: the tool reports that no answer came
 
 
+class ClientBuffers:
+    """`read`'s text from the editor (its unsaved buffer) through `fs/read_text_file`.
+
+    The engine asks only after the whole pipeline has allowed the call, and only for the canonical
+    path it allowed; a client that cannot answer leaves the file on disk as the answer.
+    """
+
+    def __init__(self, agent: "AgentcoreAcp", session_id: str) -> None:
+        self._agent = agent
+        self._session_id = session_id
+
+    async def read_text(self, path: str) -> str | None:
+        response = await self._agent.conn.read_text_file(session_id=self._session_id, path=path)
+        return getattr(response, "content", None)
+
+
 class AgentcoreAcp:
     """The ACP agent (the SDK calls these methods; each request runs in its own task)."""
 
@@ -112,6 +128,7 @@ class AgentcoreAcp:
         self.conn: Any = None
         self.sessions: dict[str, _State] = {}
         self._terminal_output = False
+        self._client_reads = False  # the client offers fs/read_text_file
         self.model_name: str = options.model.id
         self.supports_images = options.model.provider in ("openai", "anthropic")
         self._model: ModelClient | None = None
@@ -150,6 +167,8 @@ class AgentcoreAcp:
         caps = client_capabilities
         meta = (getattr(caps, "field_meta", None) or {}) if caps is not None else {}
         self._terminal_output = bool(meta.get("terminal_output"))
+        fs = getattr(caps, "fs", None) if caps is not None else None
+        self._client_reads = bool(getattr(fs, "read_text_file", False))
         if self._warming is None:
             self._warming = asyncio.get_running_loop().create_task(self._warm())
         return schema.InitializeResponse(
@@ -341,7 +360,8 @@ class AgentcoreAcp:
         sid = session_id or f"ses_{os.urandom(8).hex()}"
         model = await self.model()
         engine = Engine(manifest, broker=AcpBroker(self, sid, self.options.headless))
-        session = engine.open_session(session_id=sid, headless=self.options.headless)
+        session = engine.open_session(session_id=sid, headless=self.options.headless,
+                                      client_files=ClientBuffers(self, sid) if self._client_reads else None)
         config = self.options.model
         loop = AgentLoop(engine, model, max_turn_requests=config.max_turn_requests,
                          settings=RequestSettings(max_tokens=config.max_tokens, temperature=config.temperature,

@@ -11,7 +11,7 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from wcmatch import glob as wcglob
@@ -36,6 +36,16 @@ class SessionStores:
     watchdog_rejections: set[tuple[str, str]] = field(default_factory=set)
 
 
+class ClientFiles(Protocol):
+    """What a front end offers as the source of file text (an editor's unsaved buffers, ACP `fs/read_text_file`).
+
+    Asked only by a tool that has passed the whole pipeline, for the one canonical path it was allowed to
+    read; None means "use the file on disk".
+    """
+
+    async def read_text(self, path: str) -> str | None: ...
+
+
 class Session:
     """One conversation's state: id, sidecar directory, session rules, tool stores, in-flight calls.
 
@@ -57,8 +67,11 @@ class Session:
         parent_call_id: str | None = None,
         workdir_root: Path | None = None,
         sidecar_bytes: int | None = None,
+        client_files: ClientFiles | None = None,
     ) -> None:
         self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
+        # A front end's file text, for `read` after the pipeline allowed it; children do not inherit it.
+        self.client_files = client_files
         self.workspace = workspace
         self.bindings = bindings
         self.headless = headless

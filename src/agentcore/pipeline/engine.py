@@ -36,7 +36,7 @@ from ..patterns.globtext import glob_escape
 from ..rules.evaluator import Decision, Subject
 from ..rules.model import CompiledRule
 from ..runtime import ProcessSurface, Runtime, ScopedFS
-from ..session import Session
+from ..session import ClientFiles, Session
 from ..tools.base import CallContext, Location, Tool, ToolResult
 from ..tools.registry import ToolRegistry
 from ..watchdog import Verdict, Watchdog, WatchdogCall, read_screen_of
@@ -161,8 +161,13 @@ class Engine:
         session_id: str | None = None,
         parent: Session | None = None,
         parent_call_id: str | None = None,
+        client_files: ClientFiles | None = None,
     ) -> Session:
-        """A new session of this agent; close it (or use it as a context manager) to remove its sidecars."""
+        """A new session of this agent; close it (or use it as a context manager) to remove its sidecars.
+
+        `client_files` lets a front end supply the text `read` returns (an editor's unsaved buffer), asked
+        only after the whole pipeline has allowed the call, for the path it allowed.
+        """
         return Session(
             workspace=self.manifest.workspace,
             bindings=self.manifest.bindings,
@@ -174,6 +179,7 @@ class Engine:
             parent=parent,
             parent_call_id=parent_call_id,
             sidecar_bytes=self.manifest.limits.session_sidecar_bytes,
+            client_files=client_files,
         )
 
     def tool(self, session: Session, tool_id: str) -> Tool | None:

@@ -7,6 +7,7 @@ A file above the shared text-size bound needs an explicit window.
 
 from __future__ import annotations
 
+import io
 import os
 import stat as _stat
 from collections.abc import Iterator
@@ -114,7 +115,6 @@ class ReadTool(Tool):
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
         path = runtime.resolved["path"]
-        limits = runtime.limits
         fd = runtime.fs.open_read(path)
         # Checked on the raw fd: os.fdopen itself raises on a directory.
         st = os.fstat(fd)
@@ -124,88 +124,117 @@ class ReadTool(Tool):
                 raise ToolFailure("is_directory", "the path is a directory; use glob to list it")
             raise ToolFailure("not_regular", "the path is not a regular file")
         with os.fdopen(fd, "rb") as fh:
-            size = st.st_size
             # FILE-1: the first 8 KiB of the file decide "binary", whatever the window.
             _check_text(os.pread(fh.fileno(), _SNIFF, 0), at_start=True)
-            if "byte_offset" in args or "byte_length" in args:
-                start = int(args.get("byte_offset", 0))
-                asked = int(args.get("byte_length", limits.read_bytes))
-                length = min(asked, limits.read_bytes)
-                fh.seek(start)
-                data = fh.read(length)
-                # Narrow the window to character boundaries: skip UTF-8 continuation bytes at the start.
-                skip = 0
-                while skip < min(3, len(data)) and start > 0 and (data[skip] & 0xC0) == 0x80:
-                    skip += 1
-                data = data[skip:]
-                start += skip
-                text, lead, used = _decode_window(data, at_start=start == 0, at_eof=start + len(data) >= size)
-                if data and lead + used == 0:
-                    raise Refusal("schema", "invalid_arguments", "byte_length is too small to hold one character at this offset")
-                start += lead
-                end = start + used
-                return ToolResult(
-                    data={
-                        "path": os.fspath(path),
-                        "content": text,
-                        "byte_offset": start,
-                        "byte_length": used,
-                        "total_bytes": size,
-                        "next_offset": end if end < size else None,
-                    },
-                    # Cut by the read limit only when more was asked for than it allows (TRUNC-7).
-                    truncated=asked > limits.read_bytes and end < size,
-                )
-            explicit = "offset" in args or "limit" in args
-            if size > limits.text_bytes and not explicit:
-                raise Refusal(
-                    "limit",
-                    "too_large",
-                    f"the file has {size} bytes, above the text-size bound of {limits.text_bytes}; read it with offset/limit or byte_offset/byte_length",
-                )
-            fh.seek(0)
-            first = int(args.get("offset", 1))
-            count = int(args.get("limit", DEFAULT_LINES))
-            lines: list[str] = []
-            used = 0
-            line_no = 0
-            cut = False
-            cut_by_bytes = False
-            total_lines = 0
-            # Streamed, and a line is kept only up to the read limit: neither a huge
-            # file nor a huge line ever sits whole in memory.
-            for raw, length in _lines(fh, limits.read_bytes + 1):
-                line_no += 1
-                if line_no < first:
-                    continue
-                # Once the window is full (by count or by bytes) nothing more is
-                # appended: a later, shorter line must not slip in after a gap.
-                if len(lines) >= count:
-                    cut = True
-                    break
-                if used + length > limits.read_bytes:
-                    cut = cut_by_bytes = True
-                    if not lines:
-                        # One line longer than the limit: return its head and move on past it.
-                        text, _, used = _decode_window(raw[: limits.read_bytes], at_start=True, at_eof=False)
-                        lines.append(text)
-                    break
-                used += length  # the whole line fits the limit, so `raw` is all of it
-                lines.append(_decode(raw))
-            if cut and size <= limits.text_bytes:
-                # The lines after the window are only counted (the line that ended it already was).
-                line_no += _count_lines(fh)
-            total_lines = line_no if (not cut or size <= limits.text_bytes) else None
-            end_line = first + len(lines) - 1 if lines else first - 1
-            more = cut or (total_lines is not None and end_line < total_lines)
-            return ToolResult(
-                data={
-                    "path": os.fspath(path),
-                    "content": "".join(lines),
-                    "start_line": first,
-                    "end_line": end_line,
-                    "total_lines": total_lines,
-                    "next_offset": end_line + 1 if more else None,
-                },
-                truncated=cut_by_bytes,
-            )
+            text = await _client_text(runtime, path)
+            if text is None:
+                return _window(fh, st.st_size, args, runtime.limits, path)
+        # The front end's text of this file (an unsaved buffer), asked for only now: after the whole
+        # pipeline allowed reading this very path, and the file itself passed every check above.
+        data = text.encode("utf-8", "surrogatepass")
+        _check_text(data[:_SNIFF], at_start=True)
+        return _window(io.BytesIO(data), len(data), args, runtime.limits, path)
+
+
+async def _client_text(runtime: Any, path: Any) -> str | None:
+    source = getattr(runtime.session, "client_files", None)
+    if source is None:
+        return None
+    try:
+        text = await source.read_text(os.fspath(path))
+    except Exception:  # the front end could not give it: the file on disk is the answer
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _window(fh: Any, size: int, args: dict[str, Any], limits: Any, path: Any) -> ToolResult:
+    """The result for the window `args` ask for, from a binary file object `fh` of `size` bytes."""
+    if "byte_offset" in args or "byte_length" in args:
+        return _byte_window(fh, size, args, limits, path)
+    explicit = "offset" in args or "limit" in args
+    if size > limits.text_bytes and not explicit:
+        raise Refusal(
+            "limit",
+            "too_large",
+            f"the file has {size} bytes, above the text-size bound of {limits.text_bytes}; read it with offset/limit or byte_offset/byte_length",
+        )
+    return _line_window(fh, size, args, limits, path)
+
+
+def _byte_window(fh: Any, size: int, args: dict[str, Any], limits: Any, path: Any) -> ToolResult:
+    start = int(args.get("byte_offset", 0))
+    asked = int(args.get("byte_length", limits.read_bytes))
+    length = min(asked, limits.read_bytes)
+    fh.seek(start)
+    data = fh.read(length)
+    # Narrow the window to character boundaries: skip UTF-8 continuation bytes at the start.
+    skip = 0
+    while skip < min(3, len(data)) and start > 0 and (data[skip] & 0xC0) == 0x80:
+        skip += 1
+    data = data[skip:]
+    start += skip
+    text, lead, used = _decode_window(data, at_start=start == 0, at_eof=start + len(data) >= size)
+    if data and lead + used == 0:
+        raise Refusal("schema", "invalid_arguments", "byte_length is too small to hold one character at this offset")
+    start += lead
+    end = start + used
+    return ToolResult(
+        data={
+            "path": os.fspath(path),
+            "content": text,
+            "byte_offset": start,
+            "byte_length": used,
+            "total_bytes": size,
+            "next_offset": end if end < size else None,
+        },
+        # Cut by the read limit only when more was asked for than it allows (TRUNC-7).
+        truncated=asked > limits.read_bytes and end < size,
+    )
+
+
+def _line_window(fh: Any, size: int, args: dict[str, Any], limits: Any, path: Any) -> ToolResult:
+    fh.seek(0)
+    first = int(args.get("offset", 1))
+    count = int(args.get("limit", DEFAULT_LINES))
+    lines: list[str] = []
+    used = 0
+    line_no = 0
+    cut = False
+    cut_by_bytes = False
+    # Streamed, and a line is kept only up to the read limit: neither a huge
+    # file nor a huge line ever sits whole in memory.
+    for raw, length in _lines(fh, limits.read_bytes + 1):
+        line_no += 1
+        if line_no < first:
+            continue
+        # Once the window is full (by count or by bytes) nothing more is
+        # appended: a later, shorter line must not slip in after a gap.
+        if len(lines) >= count:
+            cut = True
+            break
+        if used + length > limits.read_bytes:
+            cut = cut_by_bytes = True
+            if not lines:
+                # One line longer than the limit: return its head and move on past it.
+                text, _, used = _decode_window(raw[: limits.read_bytes], at_start=True, at_eof=False)
+                lines.append(text)
+            break
+        used += length  # the whole line fits the limit, so `raw` is all of it
+        lines.append(_decode(raw))
+    if cut and size <= limits.text_bytes:
+        # The lines after the window are only counted (the line that ended it already was).
+        line_no += _count_lines(fh)
+    total_lines = line_no if (not cut or size <= limits.text_bytes) else None
+    end_line = first + len(lines) - 1 if lines else first - 1
+    more = cut or (total_lines is not None and end_line < total_lines)
+    return ToolResult(
+        data={
+            "path": os.fspath(path),
+            "content": "".join(lines),
+            "start_line": first,
+            "end_line": end_line,
+            "total_lines": total_lines,
+            "next_offset": end_line + 1 if more else None,
+        },
+        truncated=cut_by_bytes,
+    )
