@@ -122,9 +122,9 @@ class ClientBuffers:
 class AgentcoreAcp:
     """The ACP agent (the SDK calls these methods; each request runs in its own task)."""
 
-    def __init__(self, options: AcpOptions, recorder: Any) -> None:
+    def __init__(self, options: AcpOptions) -> None:
         self.options = options
-        self.recorder = recorder
+        self._recorder: Any = None
         self.conn: Any = None
         self.sessions: dict[str, _State] = {}
         self._terminal_output = False
@@ -135,6 +135,15 @@ class AgentcoreAcp:
         self._model_lock = asyncio.Lock()
         self._stack = AsyncExitStack()
         self._warming: asyncio.Task[Any] | None = None
+
+    @property
+    def recorder(self) -> Any:
+        """The session database, opened when first needed (after `initialize` has been answered); None: not recorded."""
+        if self._recorder is None and self.options.db is not None:
+            from agentcore.recorder.store import Recorder
+
+            self._recorder = Recorder(self.options.db)
+        return self._recorder
 
     async def model(self) -> "ModelClient":
         """The model client, opened on first use (after `initialize` has been answered)."""
@@ -152,6 +161,7 @@ class AgentcoreAcp:
         """Load the engine and open the model while the client reads the `initialize` reply."""
         try:
             await asyncio.to_thread(_import_engine)
+            _ = self.recorder
             await self.model()
         except Exception:  # reported when a session needs the model
             _log.debug("warm-up failed", exc_info=True)
@@ -404,12 +414,7 @@ def _import_engine() -> None:
 
 async def serve(options: AcpOptions) -> int:
     """Run the agent on stdin/stdout until the client disconnects."""
-    recorder = None
-    if options.db is not None:
-        from agentcore.recorder.store import Recorder
-
-        recorder = Recorder(options.db)
-    agent = AgentcoreAcp(options, recorder)
+    agent = AgentcoreAcp(options)
     reader, writer, pump = await guarded_stdio()
     try:
         # session/close is still marked unstable in the SDK; we implement it.
@@ -418,6 +423,6 @@ async def serve(options: AcpOptions) -> int:
         pump.cancel()
         agent.shutdown()
         await agent.aclose()
-        if recorder is not None:
-            recorder.close()
+        if agent._recorder is not None:
+            agent._recorder.close()
     return 0

@@ -11,12 +11,10 @@ from .agent_cmds import add_db_arg, add_model_args
 
 
 def cmd_acp(args: argparse.Namespace) -> int:
-    import anyio
-
+    import asyncio
     import logging
 
     from ..agent.config import ModelConfigError, check_model_config, resolve_model_config
-    from ..recorder.store import default_db_path
 
     # Logs go to stderr: stdout belongs to the protocol.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="agentcore acp: %(levelname)s %(message)s")
@@ -33,9 +31,16 @@ def cmd_acp(args: argparse.Namespace) -> int:
         return 2
     from acp_adapter.agent import AcpOptions, serve  # the ACP SDK is imported here and nowhere else
 
-    db = None if args.no_record else (Path(args.db) if args.db else default_db_path())
+    db = None if args.no_record else (Path(args.db) if args.db else _default_db())
     options = AcpOptions(manifest=manifest, model=config, headless=args.headless, db=db)
-    return int(anyio.run(serve, options) or 0)
+    # The SDK runs on asyncio; the engine's anyio code runs on the same loop.
+    return int(asyncio.run(serve(options)) or 0)
+
+
+def _default_db() -> Path:
+    from ..recorder.store import default_db_path
+
+    return default_db_path()
 
 
 def _model_block(manifest: Path) -> argparse.Namespace | None:

@@ -244,7 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(json_output=args.json)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
     p = argparse.ArgumentParser(prog="agentcore", description="Reference engine for the locked agent tool set.",
@@ -293,6 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from .acp_cmd import add_subcommand as add_acp_command
+
+    if only == "acp":
+        # An editor starts `agentcore acp` for every session and waits for `initialize`: build only its
+        # parser (the others import their modules), which is what it would have parsed anyway.
+        add_acp_command(sub)
+        return p
+
     from .agent_cmds import add_subcommands as add_agent_commands
 
     add_agent_commands(sub)
@@ -317,8 +324,10 @@ EXIT_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(only=command)
+    args = parser.parse_args(args_list)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
