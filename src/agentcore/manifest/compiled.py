@@ -16,7 +16,7 @@ from ..variables import Bindings, expand, variables_in
 from ..vocabulary import LOCKED_IDS, unknown_categories
 from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec
-from .schema import ManifestSpec, RequiresSpec
+from .schema import McpServerSpec, ManifestSpec, RequiresSpec
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern
@@ -51,6 +51,19 @@ class EffectiveCapabilities:
 
 
 @dataclass(frozen=True)
+class CompiledMcpServer:
+    """An MCP server the manifest declares: its spec and what its process may touch (MCP-4).
+
+    `grant` holds exactly the server's own `requires`, compiled; the same
+    entries are part of the agent's effective set (origin `mcp server NAME`).
+    """
+
+    name: str
+    spec: McpServerSpec
+    grant: EffectiveCapabilities
+
+
+@dataclass(frozen=True)
 class CompiledManifest:
     name: str
     spec: ManifestSpec
@@ -65,6 +78,12 @@ class CompiledManifest:
     skill_dirs: tuple[Path, ...]
     protected_files: tuple[Path, ...]
     deferred: tuple[str, ...] = ()
+    mcp_servers: dict[str, CompiledMcpServer] = field(default_factory=dict)
+
+    @property
+    def mcp_tool_prefixes(self) -> tuple[str, ...]:
+        """`<server>__` for every declared MCP server: rule permissions may name its tools before they are listed."""
+        return tuple(f"{name}__" for name in self.mcp_servers)
 
     @property
     def workspace(self) -> Path | None:
@@ -159,15 +178,24 @@ def _check_tools(spec: ManifestSpec, catalog: ToolCatalog, origin: str) -> None:
             )
 
 
-def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, origin: str) -> EffectiveCapabilities:
-    """The union of the manifest's and every enabled tool's requirements (CAP-1)."""
+def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, origin: str) -> tuple[EffectiveCapabilities, dict[str, CompiledMcpServer]]:
+    """The union of the manifest's, every enabled tool's and every MCP server's requirements (CAP-1, MCP-4)."""
     parts = [("manifest", _compile_requires(spec.requires, bindings, origin))]
     # Deferred tools count toward the effective set from the start, so finding
     # one with tool_search never widens the sandbox (TSRCH-4).
     for tool_id in [*spec.tools, *spec.deferred_tools]:
         tool_req = catalog.get(tool_id).requirements(spec)
         parts.append((tool_id, _compile_requires(tool_req, bindings, f"tool {tool_id}")))
+    servers: dict[str, CompiledMcpServer] = {}
+    for name, server in spec.mcp.items():
+        who = f"mcp server {name}"
+        part = (who, _compile_requires(server.requires, bindings, f"{origin}: {who}"))
+        parts.append(part)
+        servers[name] = CompiledMcpServer(name=name, spec=server, grant=_union([part]))
+    return _union(parts), servers
 
+
+def _union(parts: list[tuple[str, dict[str, list[Any]]]]) -> EffectiveCapabilities:
     def union(key: str, ident: Any) -> tuple[Any, ...]:
         return _dedupe((item for _, p in parts for item in p[key]), ident)
 
@@ -222,12 +250,18 @@ def compile_manifest(
     origin = str(source) if source else spec.name
     bindings = _bindings(spec, workspace, source, origin, ad_hoc, user_data)
     _check_tools(spec, catalog, origin)
-    effective = _effective(spec, catalog, bindings, origin)
+    effective, mcp_servers = _effective(spec, catalog, bindings, origin)
     rules = [
         Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=f"{origin}: rules[{i}]")
         for i, r in enumerate(spec.rules)
     ]
-    compiled_rules = compile_rules(rules, bindings, known_tools=catalog.ids(), known_capabilities=effective.capabilities)
+    compiled_rules = compile_rules(
+        rules,
+        bindings,
+        known_tools=catalog.ids(),
+        known_capabilities=effective.capabilities,
+        known_tool_prefixes=tuple(f"{name}__" for name in mcp_servers),
+    )
     _check_watchdog(spec, origin)
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
@@ -245,6 +279,7 @@ def compile_manifest(
         skill_dirs=_skill_dirs(spec, bindings, origin),
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
+        mcp_servers=mcp_servers,
     )
 
 
@@ -254,11 +289,13 @@ def load_manifest(path: Path, *, workspace: Path | None, catalog: ToolCatalog, *
     return compile_manifest(spec, workspace=workspace, catalog=catalog, source=Path(os.path.realpath(path)), **kwargs)
 
 
-def load_project_rules(path: Path, bindings: Bindings, *, catalog: ToolCatalog) -> tuple[CompiledRule, ...]:
-    """The rules of a project-rules file, compiled in the `project` scope."""
+def load_project_rules(
+    path: Path, bindings: Bindings, *, catalog: ToolCatalog, tool_prefixes: Sequence[str] = ()
+) -> tuple[CompiledRule, ...]:
+    """The rules of a project-rules file, compiled in the `project` scope (`tool_prefixes`: the MCP servers' `<server>__`)."""
     spec = read_rules_spec(Path(path))
     rules = [
         Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=f"{path}: rules[{i}]")
         for i, r in enumerate(spec.rules)
     ]
-    return compile_rules(rules, bindings, known_tools=catalog.ids())
+    return compile_rules(rules, bindings, known_tools=catalog.ids(), known_tool_prefixes=tool_prefixes)

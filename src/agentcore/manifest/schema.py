@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -112,6 +113,77 @@ class ModelSpec(_Strict):
     context_window: int | None = Field(default=None, gt=0)
 
 
+# An MCP server's name: its tools become `<name>__<tool>` (MCP-2). No `__` inside and no
+# `_` at either end, so the server part of an id is unambiguous.
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
+MCP_SERVER_NAME_MAX = 32
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+class FromEnv(_Strict):
+    """A value read from the host's environment when the server starts; never written anywhere."""
+
+    from_env: str
+
+    @field_validator("from_env")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _ENV_NAME.fullmatch(v):
+            raise ValueError("from_env names an environment variable ([A-Za-z_][A-Za-z0-9_]*)")
+        return v
+
+
+SecretValue = Union[str, FromEnv]
+
+
+def _check_value(v: SecretValue) -> None:
+    if isinstance(v, str) and any(c in v for c in "\0\r\n"):
+        raise ValueError("a value may not contain NUL, CR or LF")
+
+
+class McpServerSpec(_Strict):
+    """One MCP server (MCP-1): a stdio command, or a streamable HTTP / SSE url."""
+
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, SecretValue] = Field(default_factory=dict)
+    url: str | None = Field(default=None, min_length=1)
+    # stdio for a command; for a url, "http" (streamable HTTP, the default) or "sse".
+    transport: Literal["stdio", "http", "sse"] | None = None
+    headers: dict[str, SecretValue] = Field(default_factory=dict)
+    # What the server's process may touch (stdio: its sandbox) or reach (remote: its host); counts in the effective set.
+    requires: RequiresSpec = Field(default_factory=RequiresSpec)
+    # Keep its tools behind tool_search (true), never (false), or when the agent has more than 20 tools (omitted).
+    defer: bool | None = None
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    startup_timeout_s: float = Field(default=30.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "McpServerSpec":
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server has exactly one of command (stdio) or url (http, sse)")
+        if self.command is not None and self.transport not in (None, "stdio"):
+            raise ValueError("a server with a command uses the stdio transport")
+        if self.url is not None and self.transport == "stdio":
+            raise ValueError("a server with a url uses the http or sse transport")
+        if self.command is None and (self.args or self.env):
+            raise ValueError("args and env belong to a stdio server (command)")
+        if self.url is None and self.headers:
+            raise ValueError("headers belong to a remote server (url)")
+        if any(c in arg for arg in [self.command or "", *self.args] for c in "\0"):
+            raise ValueError("command and args may not contain NUL")
+        for name, value in self.env.items():
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError("env names are [A-Za-z_][A-Za-z0-9_]*")
+            _check_value(value)
+        for name, value in self.headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError("a header name is not an HTTP token")
+            _check_value(value)
+        return self
+
+
 class ManifestSpec(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -130,6 +202,19 @@ class ManifestSpec(_Strict):
     # What the agent is for: the start of its system prompt (agent hosts).
     instructions: str = ""
     model: ModelSpec = Field(default_factory=ModelSpec)
+    # MCP servers whose tools the agent may call, by name (MCP-1).
+    mcp: dict[str, McpServerSpec] = Field(default_factory=dict)
+
+    @field_validator("mcp")
+    @classmethod
+    def _server_names(cls, v: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
+        for name in v:
+            if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"MCP server name {name!r} must be 1-{MCP_SERVER_NAME_MAX} letters and digits, "
+                    "single '-' or '_' between them"
+                )
+        return v
 
 
 class RulesFileSpec(_Strict):

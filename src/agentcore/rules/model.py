@@ -160,22 +160,38 @@ def _perm_rank(permission: str) -> int:
     return 2
 
 
+_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _prefixed(permission: str, prefixes: tuple[str, ...]) -> bool:
+    """A well-formed tool id with more after one of `prefixes` (an MCP server's tools)."""
+    return bool(_TOOL_ID.fullmatch(permission)) and any(
+        permission.startswith(p) and len(permission) > len(p) for p in prefixes
+    )
+
+
 def compile_rules(
     rules: Iterable[Rule],
     bindings: Bindings,
     *,
     known_tools: Iterable[str] = (),
     known_capabilities: Iterable[str] = (),
+    known_tool_prefixes: Iterable[str] = (),
 ) -> tuple[CompiledRule, ...]:
-    """Expand variables and validate patterns against the kinds they will meet."""
+    """Expand variables and validate patterns against the kinds they will meet.
+
+    `known_tool_prefixes` (`<server>__` of each MCP server) admit tool ids whose
+    tools are only listed when the server runs.
+    """
     anchor = bindings.workspace
     tools = set(known_tools)
+    prefixes = tuple(known_tool_prefixes)
     caps = set(known_capabilities) | set(CAPABILITY_KINDS)
     out: list[CompiledRule] = []
     for rule in rules:
         where = rule.origin or f"{rule.scope} rule #{rule.index + 1}"
         perm = rule.permission
-        if perm != "*" and perm not in caps and tools and perm not in tools:
+        if perm != "*" and perm not in caps and tools and perm not in tools and not _prefixed(perm, prefixes):
             raise CompileError(f"rule permission {perm!r} is neither a known tool, a capability nor '*'", location=where)
         for text in expand(rule.pattern, bindings, where=where):
             cr = CompiledRule(rule=rule, expanded=text, perm_rank=_perm_rank(perm), anchor=anchor)
