@@ -19,7 +19,7 @@ from .base import SandboxPolicy
 from .denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 
 if TYPE_CHECKING:
-    from ..manifest.compiled import CompiledManifest
+    from ..manifest.compiled import CompiledManifest, EffectiveCapabilities
 
 # Secret stores masked in every sandbox unless the manifest grants reading them.
 SECRET_HOME_PATHS = (".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker", ".kube", ".npmrc", ".pypirc", ".git-credentials")
@@ -116,3 +116,59 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         hidden_trees=tuple(_hidden_trees()),
         env=env,
     )
+
+
+def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") -> SandboxPolicy:
+    """The sandbox of one MCP server's process, derived from that server's grant alone (MCP-5).
+
+    As `policy_for` with `grant` in place of the effective set (write roots,
+    masked secrets, network), plus:
+
+    - read roots are the grant's `fs.read` bases only (not the workspace);
+    - every scope of the agent itself (workspace roots, the bases of its
+      `fs.read` and `fs.write` patterns) that the grant does not cover is hidden
+      like a user area (directories) or masked (files), so a server sees of the
+      agent's files only what it was granted;
+    - the working directory is the first workspace root when the grant lets it
+      read it, else `/`;
+    - files that wildcard denies name, and nested protected paths, as found
+      now (the walk `bash` makes per call, made once per start).
+    """
+    import dataclasses
+
+    from .calltree import scan
+
+    scoped = dataclasses.replace(manifest, effective=grant)
+    base = policy_for(scoped)
+    read_roots = [p.base for p in grant.fs_read if p.base.exists()]
+    hidden = list(base.hidden_trees)
+    masked = list(base.read_denied)
+    for p in _agent_scopes(manifest):
+        if grant.can_read(os.fspath(p)) or grant.can_write(os.fspath(p)) or not p.exists():
+            continue
+        (hidden if p.is_dir() else masked).append(p)
+    ws = manifest.workspace
+    cwd = ws if ws is not None and grant.can_read(os.fspath(ws)) else Path("/")
+    read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
+    write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
+    protected = list(base.protected)
+    if base.write_roots or read_denies:
+        found = scan(base.write_roots, read_roots, read_denies, write_denies)
+        protected += found.protected
+        masked += found.denied
+    return dataclasses.replace(
+        base,
+        cwd=cwd,
+        read_roots=tuple(dict.fromkeys(read_roots)),
+        hidden_trees=tuple(dict.fromkeys(hidden)),
+        read_denied=tuple(dict.fromkeys(masked)),
+        protected=tuple(dict.fromkeys(protected)),
+    )
+
+
+def _agent_scopes(manifest: "CompiledManifest") -> list[Path]:
+    out: list[Path] = list(manifest.workspace_roots)
+    for pat in (*manifest.effective.fs_read, *manifest.effective.fs_write):
+        if pat.base != Path("/"):
+            out.append(pat.base)
+    return list(dict.fromkeys(out))
