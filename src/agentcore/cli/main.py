@@ -1,4 +1,4 @@
-"""`agentcore` console script: manifest check, call, explain, demo, conformance.
+"""`agentcore` console script: manifest check, call, explain, demo, mcp list, conformance.
 
 Heavy imports (the engine, jsonschema, tree-sitter) happen inside the
 subcommands so `agentcore --help` and usage errors stay fast; nothing here
@@ -191,9 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .acp_cmd import add_subcommand as add_acp_command
     from .agent_cmds import add_subcommands as add_agent_commands
+    from .mcp_cmd import add_subcommand as add_mcp_command
 
     add_agent_commands(sub)
     add_acp_command(sub)
+    add_mcp_command(sub)
 
     try:
         from conformance.cli import add_subcommand
