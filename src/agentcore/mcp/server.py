@@ -35,7 +35,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one JSON-RPC message from a server
 MAX_TOOLS = 512  # tools listed per server
 MAX_PAGES = 32  # tools/list pages per listing
 MAX_RESTARTS = 5  # consecutive failed starts before a server is given up
-BACKOFF_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 STABLE_S = 30.0  # a connection that lasted this long resets the restart count
 CLOSE_GRACE_S = 1.0
 
@@ -151,12 +151,15 @@ class ServerConnection:
                 self._first.set()
                 await self._serve(client)
                 return self._broken_reason or "the connection ended", False
-        except _Fatal as exc:
-            return str(exc), True
-        except TimeoutError:
-            return self._broken_reason or f"did not start within {self.plan.startup_timeout_s:g} s", False
         except Exception as exc:  # the server misbehaved while starting; never fatal to the session
-            return self._broken_reason or _describe(exc), False
+            leaf = _leaf(exc)
+            if isinstance(leaf, _Fatal):
+                return str(leaf), True
+            if isinstance(leaf, TimeoutError):
+                return self._broken_reason or f"did not start within {self.plan.startup_timeout_s:g} s", False
+            if type(leaf).__name__ == "ValidationError":  # pydantic's: the same answer would come again
+                return "answered initialize or tools/list with something that is not valid MCP", True
+            return self._broken_reason or _describe(leaf), False
         finally:
             self._client = None
             self._process = None
@@ -332,10 +335,15 @@ def _with_env(policy: Any, env: dict[str, str] | Any) -> Any:
     return dataclasses.replace(policy, env=MappingProxyType({**policy.env, **dict(env)}))
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups: what actually went wrong."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
     """A failure named by type only: an exception's text may carry what the server sent."""
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _describe(exc.exceptions[0])
     from mcp.shared.exceptions import MCPError
 
     if isinstance(exc, MCPError):
