@@ -118,12 +118,20 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     )
 
 
+# What an MCP server sees of the root besides its grant: the system directories programs run from.
+SYSTEM_VIEW = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys", "tmp", "nix", "gnu")
+
+
 def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") -> SandboxPolicy:
     """The sandbox of one MCP server's process, derived from that server's grant alone (MCP-5).
 
     As `policy_for` with `grant` in place of the effective set (write roots,
     masked secrets, network), plus:
 
+    - the minimal system view: every top-level directory of `/` other than
+      `SYSTEM_VIEW` (so `/var`, `/opt`, `/srv`, `/run`, `/home`, `/root`, a
+      repository checked out under `/work`...) is hidden like a user area, the
+      grant's own roots inside them bound back;
     - read roots are the grant's `fs.read` bases only (not the workspace);
     - every scope of the agent itself (workspace roots, the bases of its
       `fs.read` and `fs.write` patterns) that the grant does not cover is hidden
@@ -141,7 +149,7 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
     scoped = dataclasses.replace(manifest, effective=grant)
     base = policy_for(scoped)
     read_roots = [p.base for p in grant.fs_read if p.base.exists()]
-    hidden = list(base.hidden_trees)
+    hidden = list(base.hidden_trees) + _outside_system_view()
     masked = list(base.read_denied)
     for p in _agent_scopes(manifest):
         if grant.can_read(os.fspath(p)) or grant.can_write(os.fspath(p)) or not p.exists():
@@ -164,6 +172,14 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
         read_denied=tuple(dict.fromkeys(masked)),
         protected=tuple(dict.fromkeys(protected)),
     )
+
+
+def _outside_system_view() -> list[Path]:
+    try:
+        names = sorted(os.listdir("/"))
+    except OSError:
+        return []
+    return [Path("/", n) for n in names if n not in SYSTEM_VIEW and os.path.isdir(os.path.join("/", n))]
 
 
 def _agent_scopes(manifest: "CompiledManifest") -> list[Path]:

@@ -153,6 +153,7 @@ class ServerConnection:
                 return self._broken_reason or "the connection ended", False
         except Exception as exc:  # the server misbehaved while starting; never fatal to the session
             leaf = _leaf(exc)
+            _log.debug("MCP server %s: the connection ended", self.name, exc_info=True)
             if isinstance(leaf, _Fatal):
                 return str(leaf), True
             if isinstance(leaf, TimeoutError):
