@@ -134,7 +134,7 @@ class FromEnv(_Strict):
         return v
 
 
-SecretValue = Union[str, FromEnv]
+SecretValue = Union[FromEnv, str]  # FromEnv first: a bad {from_env} reports its own error
 
 
 def _check_value(v: SecretValue) -> None:
