@@ -6,6 +6,7 @@ MCPServer, as stdio, streamable HTTP or SSE), `mcp_servers/bad_server.py`
 pinned npm `@modelcontextprotocol/server-filesystem`. A sandboxed Python
 server needs to read its interpreter and the installed SDK, which may live
 under a home directory (hidden in the sandbox): `python_grant()` is that.
+(pytest is imported only where a helper skips or fails: bench/bench_mcp.py uses this too.)
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 HERE = Path(__file__).resolve().parent
 DEMO = HERE / "mcp_servers" / "demo_server.py"
@@ -89,6 +88,8 @@ def http_server(kind: str = "http", token: str | None = None) -> Iterator[int]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
+                    import pytest
+
                     err = proc.stderr.read().decode() if proc.stderr else ""
                     pytest.fail(f"the HTTP MCP server did not start: {err[-2000:]}")
                 time.sleep(0.05)  # polling for the port to open (the wait is bounded above)
@@ -99,6 +100,8 @@ def http_server(kind: str = "http", token: str | None = None) -> Iterator[int]:
 
 
 def require_bwrap() -> None:
+    import pytest
+
     from agentcore.environments import EnvironmentUnavailable
     from agentcore.environments.bwrap import bwrap_binary, self_test
 
@@ -111,6 +114,8 @@ def require_bwrap() -> None:
 
 
 def _missing(reason: str) -> None:
+    import pytest
+
     if ON_CI:
         pytest.fail(f"{reason} (CI must have it)")
     pytest.skip(reason)

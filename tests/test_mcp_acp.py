@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from acp_support import RecordingClient, Wire, acp_agent, text_block
 from mcp_support import DEMO, manifest, require_bwrap, server
 

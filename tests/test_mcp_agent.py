@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import scripted_loop, write_script
-from mcp_support import BAD, manifest, require_bwrap, server
 
+from agent_support import scripted_loop, write_script
 from agentcore.api import Engine, compile_manifest
+from mcp_support import BAD, manifest, require_bwrap, server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_support import BAD, manifest, require_bwrap, server
 
 from agentcore.api import Engine, compile_manifest
+from mcp_support import BAD, manifest, require_bwrap, server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
@@ -179,7 +179,7 @@ async def test_a_changed_tool_list_is_taken_up(tmp_path: Path) -> None:
 
 
 async def test_an_id_colliding_with_a_registered_tool_is_refused(tmp_path: Path) -> None:
-    from agentcore.api import ToolResult, Tool, build_catalog
+    from agentcore.api import Tool, ToolResult, build_catalog
 
     class Plugin(Tool):
         id = "bad__plugin"

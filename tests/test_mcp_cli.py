@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from mcp_support import BAD, manifest, require_bwrap, server
 
 AGENTCORE = str(Path(sys.executable).parent / "agentcore")

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import http_server, manifest
 
 from agentcore.api import Engine, compile_manifest
+from mcp_support import http_server, manifest
 
 pytestmark = pytest.mark.anyio
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import filesystem_server, manifest, require_bwrap
 
 from agentcore.api import AllowAllWatchdog, Engine, compile_manifest
+from mcp_support import filesystem_server, manifest, require_bwrap
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 

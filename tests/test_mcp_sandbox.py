@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import manifest, require_bwrap, server
 
 from agentcore.api import AllowAllWatchdog, Engine, compile_manifest
+from mcp_support import manifest, require_bwrap, server
 
 try:
     from test_net_servers import RecordingServer, Reply

@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_support import ALLOW_ALL, manifest, require_bwrap, server
 
 from agentcore.api import Engine, compile_manifest
+from mcp_support import manifest, require_bwrap, server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 

@@ -19,7 +19,7 @@ import urllib.request
 
 import anyio
 from mcp.server.mcpserver import Audio, Image, MCPServer
-from mcp_types import EmbeddedResource, BlobResourceContents, ToolAnnotations
+from mcp_types import BlobResourceContents, EmbeddedResource, ToolAnnotations
 
 server = MCPServer("demo")
 
