@@ -85,7 +85,7 @@ class McpHub:
             await connection.first_attempt()
 
     def close(self) -> None:
-        """Kill every server's process group now and stop the owner tasks (they reap what they started)."""
+        """Kill every server's process group now; the owner tasks then reap what they started and end."""
         self._closed = True
         self._kill_all()
         self._entries = {}
@@ -93,8 +93,6 @@ class McpHub:
     def _kill_all(self) -> None:
         for connection in self._connections:
             connection.kill_now()
-        for task in self._tasks:
-            task.cancel()
 
     async def aclose(self) -> None:
         """`close`, then wait for the owner tasks to finish (everything reaped)."""
@@ -192,6 +190,8 @@ class McpHub:
                 "tools": tools,
                 "unavailable_tools": self._unavailable.get(plan.name, []) if connection is not None else [],
                 "notes": list(connection.notes) if connection is not None else [],
+                # The proxy's last decisions for a stdio server with net.hosts (host, port, verdict, code; never a path).
+                "network": list(connection.network[-20:]) if connection is not None else [],
             })
         return out
 

@@ -73,6 +73,7 @@ class ServerConnection:
         self._client: Any = None
         self._process: SpawnedProcess | None = None
         self._closing = False
+        self._closed = anyio.Event()  # set by kill_now: ends a backoff wait at once
         self._first = anyio.Event()  # the first start attempt has ended
         self._changed = anyio.Event()  # set (and replaced) at every change of state
         self._broken = anyio.Event()
@@ -93,6 +94,7 @@ class ServerConnection:
     def kill_now(self) -> None:
         """Stop at once (session closing): SIGKILL the server's process group; the owner task reaps it."""
         self._closing = True
+        self._closed.set()
         if self._process is not None:
             self._process.kill()
         self._broken.set()
@@ -109,28 +111,35 @@ class ServerConnection:
         if self.plan.problem:
             self._first.set()
             return
-        failures = 0
         try:
-            while not self._closing:
-                started = anyio.current_time()
-                reason, fatal = await self._connect_once()
-                if self._closing:
-                    break
-                _log.info("MCP server %s: %s", self.name, reason)
-                failures = 1 if anyio.current_time() - started >= STABLE_S else failures + 1
-                if fatal or failures > MAX_RESTARTS:
-                    self.tools = []
-                    self._on_tools(self)  # its tools are no longer offered
-                    self._set_state("failed", reason)
-                    return
-                self._set_state("restarting", reason)
-                self.restarts += 1
-                self._first.set()
-                await anyio.sleep(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
+            await self._run()
+        except Exception:  # a bug here must not leave calls waiting: the server is given up
+            _log.exception("MCP server %s: the owner task failed", self.name)
+            self._set_state("failed", "internal error while running the server")
         finally:
             if self._closing:
                 self._set_state("closed", "the session was closed")
             self._first.set()
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self._closing:
+            started = anyio.current_time()
+            reason, fatal = await self._connect_once()
+            if self._closing:
+                return
+            _log.info("MCP server %s: %s", self.name, reason)
+            failures = 1 if anyio.current_time() - started >= STABLE_S else failures + 1
+            if fatal or failures > MAX_RESTARTS:
+                self.tools = []
+                self._on_tools(self)  # its tools are no longer offered
+                self._set_state("failed", reason)
+                return
+            self._set_state("restarting", reason)
+            self.restarts += 1
+            self._first.set()
+            with anyio.move_on_after(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)]):
+                await self._closed.wait()
 
     async def _connect_once(self) -> tuple[str, bool]:
         """One connection from start to end; (why it ended, whether restarting is pointless)."""
@@ -250,7 +259,11 @@ class ServerConnection:
         return await stack.enter_async_context(process_streams(proc, max_message_bytes=MAX_MESSAGE_BYTES, on_broken=self._break))
 
     async def _close_process(self, proc: "SpawnedProcess") -> None:
-        await proc.aclose(0 if self._closing or self._broken.is_set() else CLOSE_GRACE_S)
+        try:
+            await proc.aclose(0 if self._closing or self._broken.is_set() else CLOSE_GRACE_S)
+        except BaseException:  # cancelled from outside (an event loop shutting down): never leave it running
+            proc.kill()
+            raise
         code = proc.returncode
         if self._broken_reason and code is not None and "exited" in self._broken_reason:
             self._broken_reason = f"{self._broken_reason}; exit status {code}" if code >= 0 else f"{self._broken_reason}; killed by signal {-code}"
