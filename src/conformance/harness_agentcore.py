@@ -37,6 +37,7 @@ NON_TOOL_FEATURES: tuple[str, ...] = (
     "limits",             # manifest `limits` are honoured
     "symlinks",           # workspaces may contain symlinks
     "fixture.http",       # web_fetch reaches the runner's loopback servers (listed by literal address)
+    "mcp",                # compile accepts the manifest's `mcp:` block (MCP-1, MCP-4)
 )
 
 
