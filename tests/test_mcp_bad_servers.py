@@ -97,6 +97,23 @@ async def test_bad_listings_make_only_the_bad_tools_unavailable_with_the_reason(
             assert env["metadata"]["error_code"] == "unknown_tool"
 
 
+async def test_a_servers_regexes_cannot_hang_the_engine(tmp_path: Path) -> None:
+    evil = "^(a+)+$"  # catastrophic backtracking on "aaaa…b"
+    tools = [tool("re", {"type": "object", "properties": {"x": {"type": "string", "pattern": evil}}, "required": ["x"],
+                         "additionalProperties": False}),
+             tool("keys", {"type": "object", "patternProperties": {evil: {"type": "string"}}, "additionalProperties": False})]
+    engine = bad_engine(tmp_path, tools)
+    with engine.open_session() as session:
+        await engine.ready(session)
+        with anyio.fail_after(20):  # evaluating the regex on this input would take longer than the age of the universe
+            env = (await engine.call(session, "bad__re", {"x": "a" * 64 + "b"})).to_dict()
+            keys = (await engine.call(session, "bad__keys", {"a" * 64 + "b": "v"})).to_dict()
+        assert env["data"]["content"].startswith('ok: {"x": "aaaa')  # the server applies its own regexes
+        assert keys["type"] == "output"
+        # The rest of the schema still holds.
+        assert (await engine.call(session, "bad__re", {"x": "a", "y": 1})).to_dict()["metadata"]["error_code"] == "invalid_arguments"
+
+
 async def test_a_listing_that_is_not_valid_mcp_makes_the_server_unavailable(tmp_path: Path) -> None:
     engine = bad_engine(tmp_path, [tool("fine"), tool("array_top", {"type": "array"})], others={"good": server()})
     with engine.open_session() as session:

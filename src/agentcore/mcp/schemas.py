@@ -5,11 +5,18 @@ Schema (by its `$schema` dialect, Draft 2020-12 when it names none; only the
 dialects `jsonschema` knows are accepted), bounded in size and depth, and its
 references must stay inside the document and must not form a cycle. A tool
 whose schema fails any check is unavailable, with the reason.
+
+The arguments are then validated without the schema's regular expressions
+(`pattern`, `patternProperties`, and the property checks that would consult
+them): Python's `re` cannot be interrupted, and a server's regex could make
+validating the model's arguments run forever. The server applies its own
+regexes; nothing of the capability check depends on these arguments.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators
@@ -46,7 +53,41 @@ def check_input_schema(schema: Any) -> Any:
     except SchemaError as exc:
         raise SchemaProblem(f"the input schema is not a valid schema ({exc.validator} at {_pointer(exc.absolute_path)})") from None
     _check_refs(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    safe = _without_regexes(cls, _mentions(schema, "patternProperties"))
+    return safe(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _mentions(node: Any, key: str) -> bool:
+    if isinstance(node, dict):
+        return key in node or any(_mentions(v, key) for v in node.values())
+    if isinstance(node, list):
+        return any(_mentions(v, key) for v in node)
+    return False
+
+
+def _without_regexes(cls: Any, has_pattern_properties: bool) -> Any:
+    """`cls` with the keywords that run a schema's regexes made inert (see the module docstring)."""
+    keywords = cls.VALIDATORS
+    additional = keywords.get("additionalProperties")
+    unevaluated = keywords.get("unevaluatedProperties")
+
+    def inert(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        return iter(())
+
+    def additional_properties(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if "patternProperties" in schema or additional is None:
+            return iter(())  # which properties are "additional" depends on the regexes
+        return additional(validator, value, instance, schema) or iter(())
+
+    def unevaluated_properties(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if has_pattern_properties or unevaluated is None:
+            return iter(())
+        return unevaluated(validator, value, instance, schema) or iter(())
+
+    changes: dict[str, Any] = {"pattern": inert, "patternProperties": inert, "additionalProperties": additional_properties}
+    if unevaluated is not None:
+        changes["unevaluatedProperties"] = unevaluated_properties
+    return validators.extend(cls, changes)
 
 
 def _pointer(path: Any) -> str:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .server import ServerConnection
 
 MAX_DESCRIPTION = 4000
+MAX_PROGRESS_NOTES = 100  # per call: a server's progress notifications cannot flood the call's observers
 
 
 def kind_for(annotations: Any, verified_read_only: bool) -> AcpKind:
@@ -90,7 +91,15 @@ class McpTool(Tool):
         return []
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
-        result = await self.server.call(self.name, args, progress=runtime.report)
+        notes = 0
+
+        async def progress(text: str) -> None:
+            nonlocal notes
+            notes += 1
+            if notes <= MAX_PROGRESS_NOTES:
+                await runtime.report(text)
+
+        result = await self.server.call(self.name, args, progress=progress)
         text = render_result(list(getattr(result, "content", None) or []), getattr(result, "structured_content", None))
         for secret in self.server.plan.secrets:
             text = text.replace(secret, "[secret]")
