@@ -16,6 +16,7 @@ from typing import Any
 
 
 def cmd_mcp_list(args: argparse.Namespace) -> int:
+    """Start the manifest's servers in a headless session, print their status, stop them; 2 on usage errors."""
     import anyio
 
     from ..api import Engine, ManifestError, load_manifest
@@ -62,6 +63,7 @@ def _print_server(s: dict[str, Any]) -> None:
 
 
 def add_subcommand(sub: Any) -> None:
+    """`agentcore mcp list` on the main parser's subcommands."""
     p = sub.add_parser("mcp", help="MCP servers of a manifest")
     msub = p.add_subparsers(dest="mcp_command", required=True)
     lst = msub.add_parser("list", help="start each MCP server of the manifest and show its state and tools (with kinds)")

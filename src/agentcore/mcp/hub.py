@@ -103,9 +103,11 @@ class McpHub:
 
     # -- the session tool source --------------------------------------------------------------
     def lookup(self, ident: str) -> SessionTool | None:
+        """The session tool `ident` (deferred or not), or None."""
         return self._entries.get(ident)
 
     def entries(self) -> list[SessionTool]:
+        """Every available tool of the session's servers, in server order then listing order."""
         return list(self._entries.values())
 
     # -- listings to tools -------------------------------------------------------------------

@@ -89,6 +89,7 @@ class ServerConnection:
         return self.environment == "bwrap" and not g.fs_write and not g.net_hosts
 
     async def first_attempt(self) -> None:
+        """Return once the first start attempt has ended (ready, failed, or restarting)."""
         await self._first.wait()
 
     def kill_now(self) -> None:

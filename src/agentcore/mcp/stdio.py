@@ -30,6 +30,7 @@ class _Lines:
         self._limit = limit
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        """The complete lines `chunk` ends (without their newline); `ValueError` once one is too long."""
         self._buf += chunk
         out: list[bytes] = []
         start = 0

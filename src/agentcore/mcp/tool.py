@@ -46,6 +46,7 @@ def kind_for(annotations: Any, verified_read_only: bool) -> AcpKind:
 
 
 def clean_description(text: str, server: str, name: str) -> str:
+    """The server's description, white space collapsed and bounded; a fixed text when it gives none (MCP-3)."""
     text = " ".join(text.split()) if text else ""
     if not text:
         return f"The tool {name} of the MCP server {server} (it gives no description)."
@@ -79,18 +80,22 @@ class McpTool(Tool):
         self.concurrency_safe = kind == "read"  # type: ignore[misc]
 
     def title(self, args: dict[str, Any]) -> str:
+        """`<tool> (MCP server <server>)`; never an argument."""
         return f"{self.name} (MCP server {self.server.name})"
 
     def accesses(self, args: dict[str, Any], ctx: CallContext) -> list["Access"]:
+        """None (opaque arguments); refused when the server's grant exceeds the effective set (MCP-4)."""
         manifest = ctx.manifest
         if manifest is not None and not _covered(self.server.plan.grant, manifest.effective):
             raise Refusal("capability", "out_of_scope", f"the MCP server {self.server.name} was granted more than this agent's effective set")
         return []
 
     def locations(self, args: dict[str, Any], ctx: CallContext) -> list[Any]:
+        """None: nothing in the arguments is known to be a path."""
         return []
 
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        """`tools/call` on the server; the result as text (MCP-7), secrets scrubbed, cut with a sidecar."""
         notes = 0
 
         async def progress(text: str) -> None:

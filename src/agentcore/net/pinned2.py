@@ -116,6 +116,7 @@ class PinnedTransport2(httpx2.AsyncHTTPTransport):
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send through the pinned pool; bound the body unless it is an event stream."""
         response = await super().handle_async_request(request)
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if self._max_body is not None and media != "text/event-stream":

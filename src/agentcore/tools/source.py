@@ -31,7 +31,9 @@ class SessionToolSource(Protocol):
         """Return once the first listing is done (tools of servers that failed are simply absent)."""
         ...
 
-    def lookup(self, tool_id: str) -> SessionTool | None: ...
+    def lookup(self, tool_id: str) -> SessionTool | None:
+        """The session tool `tool_id`, deferred or not, or None."""
+        ...
 
     def entries(self) -> list[SessionTool]:
         """Every session tool now, in a stable order."""
