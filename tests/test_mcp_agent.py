@@ -98,3 +98,20 @@ async def test_more_than_twenty_tools_defers_mcp_tools_unless_the_server_says_ot
         ids = {t.id for t in small.tools(session)}
         assert sum(t.startswith("many__") for t in ids) == 16
         assert not any(t.startswith("hidden__") for t in ids) and sorted(small.searchable(session)) == ["hidden__a", "hidden__b"]
+
+
+async def test_a_subagent_does_not_get_its_parents_mcp_tools(tmp_path: Path) -> None:
+    data = manifest({"demo": server()}, tools=["task"])
+    engine = Engine(compile_manifest(data, workspace=tmp_path))
+    script = write_script(tmp_path / "s.yaml", [
+        {"tool_calls": [{"tool": "demo__echo", "args": {"text": "parent"}, "expect": {"type": "output"}}]},
+        {"tool_calls": [{"tool": "task", "args": {"description": "try", "prompt": "use the MCP tool"}, "expect": {"type": "output"}}]},
+        # the child's conversation: the parent's MCP tool is not there (MCP-12)
+        {"tool_calls": [{"tool": "demo__echo", "args": {"text": "child"}, "expect": {"type": "error", "error_code": "unknown_tool"}}]},
+        {"text": "not available here"},
+        {"text": "done"},
+    ])
+    with engine.open_session() as session:
+        async with scripted_loop(engine, script) as (loop, seen):
+            result = await loop.run(session, "go")
+    assert result.stop_reason == "end_turn" and result.problems == []
