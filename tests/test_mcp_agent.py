@@ -88,11 +88,11 @@ async def test_more_than_twenty_tools_defers_mcp_tools_unless_the_server_says_ot
         assert [t["id"] for t in found["data"]["tools"]] == ["many__t03"]  # pinned tools are not in the index
         assert (await engine.call(session, "many__t03", {})).to_dict()["data"]["content"] == "ok: {}"
         assert "many__t03" in {t.id for t in engine.tools(session)} and "many__t04" not in {t.id for t in engine.tools(session)}
-    # 1 + 16 + 2 = 19 tools: nothing is deferred, except what `defer: true` defers.
+    # 2 + 16 + 2 = 20 tools: nothing is deferred, except what `defer: true` defers.
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("a", "b")]}))
     hidden = server(BAD, str(two), read=[str(two)], defer=True)
-    small = Engine(compile_manifest(manifest({"many": many, "hidden": hidden}, tools=["read"]), workspace=tmp_path))
+    small = Engine(compile_manifest(manifest({"many": many, "hidden": hidden}, tools=["read", "tool_search"]), workspace=tmp_path))
     with small.open_session() as session:
         await small.ready(session)
         ids = {t.id for t in small.tools(session)}

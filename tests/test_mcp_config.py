@@ -22,6 +22,13 @@ def compiled(tmp_path: Path, mcp: dict[str, Any], **extra: Any) -> Any:
     return compile_manifest(data, workspace=tmp_path)
 
 
+def test_defer_needs_tool_search(tmp_path: Path) -> None:
+    with pytest.raises(CompileError) as info:
+        compiled(tmp_path, {"s": {"command": "x", "defer": True}})
+    assert "tool_search" in str(info.value) and "mcp.s.defer" in str(info.value)
+    assert compiled(tmp_path, {"s": {"command": "x", "defer": True}}, tools=["read", "tool_search"]).mcp_servers["s"].spec.defer
+
+
 @pytest.mark.parametrize("entry,message", [
     ({}, "exactly one of command"),
     ({"command": "x", "url": "https://a.example/mcp"}, "exactly one of command"),
@@ -85,7 +92,7 @@ def test_values_from_the_environment_are_resolved_when_the_session_starts(tmp_pa
 
 def test_a_client_server_takes_a_same_named_entrys_grant_or_nothing(tmp_path: Path) -> None:
     m = compiled(tmp_path, {"files": {"command": "manifest-cmd", "defer": True, "timeout_s": 7,
-                                      "requires": {"fs": {"read": ["/opt/files/**"]}}}})
+                                      "requires": {"fs": {"read": ["/opt/files/**"]}}}}, tools=["read", "tool_search"])
     client = [McpServer("files", "stdio", command="editor-cmd", env={"K": "v"}),
               McpServer("extra", "http", url="https://x.example/mcp", headers={"A": "secret-header"}),
               McpServer("Bad Name", "stdio", command="x"), McpServer("extra", "stdio", command="y")]

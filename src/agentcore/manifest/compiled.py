@@ -214,6 +214,13 @@ def _union(parts: list[tuple[str, dict[str, list[Any]]]]) -> EffectiveCapabiliti
     )
 
 
+def _check_mcp(spec: ManifestSpec, origin: str) -> None:
+    for name, server in spec.mcp.items():
+        if server.defer is True and "tool_search" not in spec.tools:
+            raise CompileError("defer: true keeps the tools behind tool_search, which is not enabled in tools",
+                               location=f"{origin}: mcp.{name}.defer")
+
+
 def _check_watchdog(spec: ManifestSpec, origin: str) -> None:
     unknown = unknown_categories(spec.watchdog.disable)
     if unknown:
@@ -263,6 +270,7 @@ def compile_manifest(
         known_tool_prefixes=tuple(f"{name}__" for name in mcp_servers),
     )
     _check_watchdog(spec, origin)
+    _check_mcp(spec, origin)
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
     return CompiledManifest(

@@ -123,8 +123,10 @@ class McpHub:
                     continue
                 entries[ident] = made
         total = len(self._manifest.tools) + len(self._manifest.deferred) + len(entries)
+        # Deferring is only of use when tool_search can find the tools again.
+        auto = total > DEFER_ABOVE and "tool_search" in self._manifest.tools
         self._entries = {
-            ident: SessionTool(tool, validator, defer if defer is not None else total > DEFER_ABOVE)
+            ident: SessionTool(tool, validator, defer if defer is not None else auto)
             for ident, (tool, validator, defer) in entries.items()
         }
         self._unavailable = unavailable
