@@ -55,6 +55,9 @@ async def test_a_remote_server_is_dialled_only_when_vetted(tmp_path: Path) -> No
             "a name that resolves to loopback": (remote(f"http://localhost:{port}/mcp", [f"localhost:{port}"]), {}),
             "userinfo in the url": (remote(f"http://user@127.0.0.1:{port}/mcp", [f"127.0.0.1:{port}"]), {}),
         }
+        cases["denied by a manifest rule"] = (remote(url, [f"127.0.0.1:{port}"]),
+                                               {"rules": [{"permission": "net.fetch", "pattern": f"127.0.0.1:{port}", "action": "deny"},
+                                                          {"permission": "*", "pattern": "*", "action": "allow"}]})
         reasons = {}
         for what, (entry, extra) in cases.items():
             status, env = await status_and_call(tmp_path, entry, **extra)
@@ -63,6 +66,7 @@ async def test_a_remote_server_is_dialled_only_when_vetted(tmp_path: Path) -> No
     assert reasons["not listed"] == reasons["listed by the agent only"] == "its host is not in the server's net.hosts"
     assert reasons["a name that resolves to loopback"] == "its host is refused (forbidden_address)"
     assert reasons["userinfo in the url"].startswith("its url is refused")
+    assert reasons["denied by a manifest rule"] == "a manifest rule denies its host"
 
 
 async def test_headers_come_from_the_environment_and_are_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

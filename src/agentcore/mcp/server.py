@@ -230,7 +230,7 @@ class ServerConnection:
         from .remote import open_remote
 
         try:
-            return await open_remote(self.plan, stack, MAX_MESSAGE_BYTES)
+            return await open_remote(self.plan, stack, MAX_MESSAGE_BYTES, self._manifest.rules)
         except PermissionError as exc:
             raise _Fatal(str(exc)) from None
 
