@@ -16,7 +16,7 @@ from ..variables import Bindings, expand, variables_in
 from ..vocabulary import LOCKED_IDS, unknown_categories
 from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec
-from .schema import McpServerSpec, ManifestSpec, RequiresSpec
+from .schema import ManifestSpec, McpServerSpec, RequiresSpec
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern
