@@ -138,7 +138,8 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
       like a user area (directories) or masked (files), so a server sees of the
       agent's files only what it was granted;
     - the working directory is the first workspace root when the grant lets it
-      read it, else `/`;
+      read it, else the first directory the grant lets it write or read, else
+      `/usr` (a directory every view shows);
     - files that wildcard denies name, and nested protected paths, as found
       now (the walk `bash` makes per call, made once per start).
     """
@@ -156,7 +157,7 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
             continue
         (hidden if p.is_dir() else masked).append(p)
     ws = manifest.workspace
-    cwd = ws if ws is not None and grant.can_read(os.fspath(ws)) else Path("/")
+    cwd = ws if ws is not None and grant.can_read(os.fspath(ws)) else _server_cwd(grant)
     read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
     write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
     protected = list(base.protected)
@@ -172,6 +173,13 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
         read_denied=tuple(dict.fromkeys(masked)),
         protected=tuple(dict.fromkeys(protected)),
     )
+
+
+def _server_cwd(grant: "EffectiveCapabilities") -> Path:
+    for pat in (*grant.fs_write, *grant.fs_read):
+        if pat.base.is_dir():
+            return pat.base
+    return Path("/usr")
 
 
 def _outside_system_view() -> list[Path]:
