@@ -19,6 +19,14 @@ pipeline removes its own after each run (inside its timing: it is part of the
 call), and this benchmark removes those of the bare runs outside the timed
 region (reported as bare_placeholder_cleanup_ms) so every side starts from the
 same tree.
+
+Also the per-call walk (`environments/calltree.scan`) on a writable tree of
+20,000 entries (2,000 quick), which since revision 3 looks for hard links
+(ENV-13): `fresh` lstats every regular file (the first walk, or one after a
+directory changed), `reused` is a walk of the same unchanged tree, which
+lstats directories only. Anchors in the same run: the same tree walked by a
+bare `os.scandir` loop without lstat (what the walk cost before), and
+`find -type f -links +1` (the same question asked by a C program).
 """
 
 from __future__ import annotations
@@ -36,11 +44,10 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, envelope_summary, figure, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
+from _common import emit, envelope_summary, figure, interleaved, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
 
-from agentcore.api import load_manifest  # noqa: E402
-from agentcore.api import Engine  # noqa: E402
-from agentcore.environments import seccomp  # noqa: E402
+from agentcore.api import Engine, load_manifest  # noqa: E402
+from agentcore.environments import calltree, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
 
 NAME = "bash"
@@ -102,6 +109,69 @@ def _restore(ws: Path, before: set[str]) -> None:
             shutil.rmtree(p, ignore_errors=True)
         else:
             p.unlink(missing_ok=True)
+
+
+def _tree(root: Path, dirs: int, files_per_dir: int) -> int:
+    """dirs x files_per_dir empty files two levels deep, ten of them hard links to a store outside; the entry count."""
+    store = root.parent / "store"
+    store.mkdir()
+    for d in range(dirs):
+        sub = root / f"g{d // 20}" / f"d{d}"
+        sub.mkdir(parents=True)
+        for f in range(files_per_dir):
+            (sub / f"f{f}.txt").touch()
+    for i in range(10):
+        (store / f"s{i}").touch()
+        os.link(store / f"s{i}", root / "g0" / "d0" / f"link{i}")
+    past = 1_000_000_000  # an old, settled tree: its walks may be reused
+    for dirpath, _subdirs, _names in os.walk(root):
+        os.utime(dirpath, (past, past))
+    return sum(len(names) + len(subdirs) for _, subdirs, names in os.walk(root))
+
+
+def _bare_walk(root: str) -> int:
+    """The walk without lstat: the per-call walk's cost before it looked for hard links."""
+    stack, n = [root], 0
+    while stack:
+        for entry in os.scandir(stack.pop()):
+            n += 1
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return n
+
+
+def walk_cost(quick: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    dirs = 20 if quick else 200
+    with tempfile.TemporaryDirectory() as tmp_s:
+        root = Path(tmp_s) / "ws"
+        root.mkdir()
+        entries = _tree(root, dirs, 99)
+        found = calltree.scan([root])
+        assert len(found.linked) == 10, found.linked  # the walk really finds the links it pays for
+
+        def fresh() -> None:
+            calltree._cache.clear()
+            calltree.scan([root])
+
+        sides = {
+            "fresh": fresh,
+            "reused": lambda: calltree.scan([root]),
+            "bare_walk": lambda: _bare_walk(os.fspath(root)),
+            "find": lambda: subprocess.run(["find", os.fspath(root), "-type", "f", "-links", "+1"], capture_output=True, check=True),
+        }
+        samples = interleaved(sides, 5 if quick else 30)
+    med = {k: median(v) * 1000 for k, v in samples.items()}
+    fresh_label = f"per-call walk, fresh, writable tree of {entries} entries (lstat per file, ENV-13)"
+    reused_label = f"per-call walk, same tree unchanged ({entries} entries, lstat per directory)"
+    bare = "bare scandir walk, no lstat (the walk before revision 3)"
+    figures = [
+        figure(fresh_label, med["fresh"], "ms", anchor=bare, anchor_value=med["bare_walk"]),
+        figure(fresh_label, med["fresh"], "ms", anchor="find -type f -links +1", anchor_value=med["find"]),
+        figure(reused_label, med["reused"], "ms", anchor=bare, anchor_value=med["bare_walk"]),
+    ]
+    details = {"walk_entries": entries, "walk_ms": {k: round(v, 3) for k, v in med.items()},
+               "walk_lstat_us_per_entry": round((med["fresh"] - med["bare_walk"]) * 1000 / entries, 3)}
+    return figures, details
 
 
 def stage_costs(engine: Engine, argv: list[str], n: int) -> dict[str, float]:
@@ -239,6 +309,9 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         figure("bash `true` via pipeline, rw workspace", med["pipeline_rw"], "ms", anchor="bare /bin/true", anchor_value=med["bare_true"]),
         figure("bare bwrap `true`, rw workspace", med["bare_bwrap_rw"], "ms", anchor="bare /bin/true", anchor_value=med["bare_true"]),
     ]
+    walk_figures, walk_details = walk_cost(quick)
+    figures += walk_figures
+    details |= walk_details
     return result(NAME, quick=quick, figures=figures, details=details)
 
 

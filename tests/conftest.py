@@ -46,6 +46,32 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_temp_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Everything the engine puts in the temp directory during the run goes to a directory of the
+    run's own (subprocesses included, through TMPDIR), and nothing may be left there at the end."""
+    import gc
+    import tempfile
+
+    root = tmp_path_factory.mktemp("temp-root")
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = str(root)
+    os.environ["TMPDIR"] = str(root)
+    try:
+        yield root
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+    gc.collect()  # sessions dropped without close() remove their directories when collected
+    # agentcore-bwrap-UID is the sandbox's per-user runtime directory (one empty mask file), reused by design.
+    leftovers = sorted(p.name for p in root.iterdir()
+                       if p.name.startswith(("agentcore-", "conformance-")) and not p.name.startswith("agentcore-bwrap-"))
+    assert leftovers == [], f"the test run left {len(leftovers)} engine temp entries behind: {leftovers[:10]}"
+
+
 def _put(root: Path, files: Mapping[str, str | bytes]) -> None:
     for rel, content in files.items():
         target = root / rel

@@ -142,7 +142,10 @@ def test_kill_9_at_any_point_leaves_a_database_that_loads(ws: Path, tmp_path: Pa
     db = tmp_path / "db.sqlite"
     cmd = [sys.executable, "-m", "agentcore.cli.main", "run", "--manifest", str(mpath), "--workspace", str(ws),
            "--model", f"script:{script}", "--db", str(db), "--events", "jsonl", "go"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    # A killed process cannot remove its session directory: give it a temp dir of this test's own.
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, "TMPDIR": str(own_tmp)})
     assert proc.stdout is not None
     printed: list[dict[str, Any]] = []
     for line in proc.stdout:

@@ -19,13 +19,13 @@ import pytest
 try:
     from test_bash_support import (
         ALLOW_ALL,
-        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
+        OS_REFUSALS, Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
     )
     from test_net_servers import RecordingServer, Reply, Sentinel
 except ImportError:  # pragma: no cover - imported as a package from the repository root
     from tests.test_bash_support import (
         ALLOW_ALL,
-        Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
+        OS_REFUSALS, Lab, allow, arity, assert_os_refused, assert_ran, assert_refused, bash_manifest,
     )
     from tests.test_net_servers import RecordingServer, Reply, Sentinel
 
@@ -65,13 +65,16 @@ OUTSIDE_WRITES = [
 ]
 
 
+@pytest.mark.parametrize("view", ["minimal", "full"])
 @pytest.mark.parametrize("command", [c[1] for c in OUTSIDE_WRITES], ids=[c[0] for c in OUTSIDE_WRITES])
-async def test_allowed_commands_cannot_write_outside_the_write_roots(agent_for: Callable[..., Any], lab: Lab, command: str) -> None:
+async def test_allowed_commands_cannot_write_outside_the_write_roots(agent_for: Callable[..., Any], lab: Lab, command: str, view: str) -> None:
     _links(lab)
     mtime = os.stat(lab.outside / "target.txt").st_mtime_ns
     before = lab.snapshot()
-    out = assert_os_refused(await agent_for(FILE_SHELL).call("bash", {"command": command.format(root=lab.root)}))
-    assert "Read-only file system" in out or "Invalid cross-device link" in out, out
+    out = assert_os_refused(await agent_for(FILE_SHELL, sandbox_view=view).call("bash", {"command": command.format(root=lab.root)}))
+    # full: the outside is there but read-only; minimal: it is not there at all.
+    expected = ("Read-only file system", "Invalid cross-device link") if view == "full" else OS_REFUSALS
+    assert any(e in out for e in expected), out
     assert lab.snapshot() == before
     assert os.stat(lab.outside / "target.txt").st_mtime_ns == mtime
 
@@ -83,7 +86,7 @@ async def test_control_the_same_commands_write_inside_the_workspace(agent_for: C
     assert sorted(p.name for p in (lab.ws / "sub").iterdir()) == ["S", "T", "V", "hl"]
 
 
-# -- protected files: existing ones stay, missing ones cannot be created ------------------
+# -- protected files: existing ones stay, new ones do not survive the call --------------
 
 PROTECTED = [
     ("git-hook-no-hooks-dir", "touch .git/hooks/pre-commit", None),
@@ -96,6 +99,8 @@ PROTECTED = [
     ("git-config-rename", "mv .git/config c2", None),
     ("git-dir-rename", "mv .git gitx", None),
     ("git-info-attributes", "touch .git/info/attributes", None),
+    ("git-commondir", "touch .git/commondir", None),
+    ("git-config-worktree", "cp a.txt .git/config.worktree", None),
     ("bashrc", "touch .bashrc", None),
     ("bashrc-cp", "cp a.txt .bashrc", None),
     ("bashrc-mv", "mv a.txt .bashrc", None),
@@ -107,7 +112,26 @@ PROTECTED = [
     ("vscode-dir", "mkdir .vscode", None),
     ("vscode-settings", "touch .vscode/settings.json", None),
     ("agentcore-dir", "mkdir .agentcore", None),
+    ("github-workflow", "mkdir -p .github/workflows", None),
+    ("gitlab-ci", "cp a.txt .gitlab-ci.yml", None),
+    ("husky", "mkdir .husky", None),
+    ("claude", "mkdir -p .claude/commands", None),
+    ("devcontainer", "mkdir .devcontainer", None),
+    ("ripgreprc", "touch .ripgreprc", None),
+    ("nested-envrc", "touch sub/.envrc", None),
+    ("nested-git-dir", "mkdir -p sub/.git/hooks", None),
+    ("nested-git-file", "cp a.txt sub/.git", None),
+    ("nested-vscode-tasks", "mkdir -p sub/.vscode", None),
+    ("home-git-config", "mkdir -p sub/.config/git", None),
+    ("bare-layout", "mkdir sub/objects sub/refs sub/HEAD", None),
 ]
+
+
+def _prevented(env: Any) -> None:
+    """The command failed on the sandbox's mounts, or ran and the sweep took back what it made."""
+    data = assert_ran(env)
+    if data["exit_code"] == 0:
+        assert env.to_dict()["metadata"].get("protected_removed", 0) >= 1, env.to_dict()
 
 
 @pytest.mark.parametrize(("command", "setup"), [c[1:] for c in PROTECTED], ids=[c[0] for c in PROTECTED])
@@ -118,11 +142,21 @@ async def test_protected_paths_cannot_be_created_or_changed(agent_for: Callable[
         (lab.ws / ".git" / "config").unlink()
         (lab.ws / ".git").rmdir()
     before = lab.snapshot()
-    assert_os_refused(await agent_for(FILE_SHELL).call("bash", {"command": command}))
+    _prevented(await agent_for(FILE_SHELL).call("bash", {"command": command}))
     after = lab.snapshot()
     if command == "mv .git/config c2":
         # The rename fails (a mount point); mv then falls back to copy + unlink, and only the copy succeeds.
         assert after.pop("ws/c2") == before["ws/.git/config"]
+    if command == "mv a.txt .bashrc":
+        # What was renamed to a protected name is removed with it (as if the command had deleted it).
+        assert before.pop("ws/a.txt")
+    if command == "mkdir -p sub/.config/git":
+        assert after.pop("ws/sub/.config")  # not protected itself; the `git` inside it is gone
+    if command.startswith("mkdir sub/objects"):
+        # The markers that completed the layout are gone; what else the command made stays.
+        assert not (lab.ws / "sub" / "HEAD").exists()
+        assert {k for k in after if k not in before} < {"ws/sub/objects", "ws/sub/refs"}
+        return
     # Unchanged, and no mount-point placeholder is left behind either.
     assert after == before
 

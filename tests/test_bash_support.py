@@ -59,6 +59,7 @@ def bash_manifest(
     watchdog_enabled: bool = True,
     limits: Mapping[str, Any] | None = None,
     environment: str | None = "bwrap",
+    sandbox_view: str | None = None,
 ) -> dict[str, Any]:
     """A manifest enabling only `bash` with the given shell requirements (bwrap unless told)."""
     data: dict[str, Any] = {
@@ -76,6 +77,8 @@ def bash_manifest(
         data["environment"] = environment
     if limits:
         data["limits"] = dict(limits)
+    if sandbox_view is not None:
+        data["sandbox"] = {"view": sandbox_view}
     return data
 
 
@@ -146,6 +149,11 @@ def assert_ran(env: Envelope) -> dict[str, Any]:
     assert env.type == "output", env.to_dict()
     assert isinstance(env.data, dict)
     return env.data
+
+
+# What a command reports when the sandbox keeps it from a path: read-only (the default view shows
+# system directories and granted roots read-only), absent (everything else), or a cross-mount link.
+OS_REFUSALS = ("Read-only file system", "Invalid cross-device link", "No such file or directory", "Not a directory", "dangling symlink")
 
 
 def assert_os_refused(env: Envelope) -> str:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ALL = ROOT / "bench" / "run_all.py"
-EXPECTED = ("pipeline", "search", "bash", "truncation", "cli", "mcp")
+EXPECTED = ("pipeline", "search", "bash", "guard", "truncation", "cli", "mcp")
 FIGURE_KEYS = {"figure", "value", "unit", "anchor", "anchor_value", "ratio", "target", "met"}
 
 

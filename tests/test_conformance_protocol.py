@@ -36,7 +36,9 @@ def _cases(ids: list[str]):
 def test_check_reply_accepts_each_payload_kind() -> None:
     call = {"seq": 3, "op": "call"}
     assert check_reply(call, {"seq": 3, "envelope": {"type": "output", "data": 1, "metadata": {}}}) == "envelope"
-    assert check_reply(call, {"seq": 3, "ask": {"id": "k", "type": "permission"}}) == "ask"
+    ask = {"id": "k", "type": "permission", "tool": "read", "layer": "permission", "subjects": ["fs.read /ws/a"]}
+    assert check_reply(call, {"seq": 3, "ask": ask}) == "ask"
+    assert check_reply(call, {"seq": 3, "ask": {"id": "q", "type": "question", "questions": [{"question": "?"}]}}) == "ask"
     assert check_reply(call, {"seq": 3, "skip": {"reason": "no"}}) == "skip"
     assert check_reply(call, {"seq": 3, "error": {"message": "boom"}}) == "error"
     assert check_reply({"seq": 1, "op": "compile"}, {"seq": 1, "result": {"compile_error": {"message": "x"}}}) == "result"
@@ -50,7 +52,14 @@ def test_check_reply_accepts_each_payload_kind() -> None:
         ({"seq": 3, "envelope": {"type": "output"}, "skip": {"reason": "x"}}, "exactly one"),
         ({"seq": 3, "result": {}}, "not valid for op"),
         ({"seq": 3, "envelope": {"type": "maybe"}}, "envelope"),
-        ({"seq": 3, "ask": {"type": "permission"}}, "ask.id"),
+        ({"seq": 3, "ask": {"type": "question", "questions": []}}, "'id' is a required property"),
+        ({"seq": 3, "ask": {"id": "a", "type": "permission", "tool": "read", "layer": "permission"}}, "/ask: 'subjects'"),
+        ({"seq": 3.0, "envelope": {"type": "output", "metadata": {}}}, "/seq: must be a JSON integer"),
+        ({"seq": True, "envelope": {"type": "output", "metadata": {}}}, "/seq: must be a JSON integer"),
+        ({"seq": "3", "envelope": {"type": "output", "metadata": {}}}, "/seq: must be a JSON integer"),
+        ({"seq": 3, "envelope": {"type": "output", "metadata": []}}, "/envelope/metadata: "),
+        ({"seq": 3, "envelope": {"type": "output"}}, "/envelope: 'metadata' is a required property"),
+        ({"seq": 3, "envelope": {"type": "error", "error_text": 5, "metadata": {}}}, "/envelope/error_text: "),
         ({"seq": 3, "skip": {}}, "skip"),
         ([1, 2], "not a JSON object"),
     ],
@@ -61,10 +70,33 @@ def test_check_reply_rejects_malformed(reply: object, fragment: str) -> None:
 
 
 def test_start_result_must_describe_the_implementation() -> None:
-    with pytest.raises(ProtocolViolation):
+    with pytest.raises(ProtocolViolation, match="/result/implementation: 'name'"):
         check_reply({"seq": 1, "op": "start"}, {"seq": 1, "result": {"protocol": 1, "implementation": {}}})
-    with pytest.raises(ProtocolViolation):
-        check_reply({"seq": 1, "op": "compile"}, {"seq": 1, "result": {"tools": {}}})
+    with pytest.raises(ProtocolViolation, match="/result/features/0"):
+        check_reply({"seq": 1, "op": "start"}, {"seq": 1, "result": {"protocol": 1, "implementation": {"name": "x"}, "features": [3]}})
+
+
+def test_compile_description_is_required_only_with_its_feature() -> None:
+    compile_req = {"seq": 1, "op": "compile"}
+    assert check_reply(compile_req, {"seq": 1, "result": {}}) == "result"  # a tools-only harness describes nothing
+    with pytest.raises(ProtocolViolation, match="/result/effective: required by the feature compile.describe"):
+        check_reply(compile_req, {"seq": 1, "result": {"tools": {}}}, frozenset({"compile.describe"}))
+    with pytest.raises(ProtocolViolation, match="/result/tools/read: 'kind'"):
+        check_reply(compile_req, {"seq": 1, "result": {"effective": {}, "tools": {"read": {}}}})
+    assert check_reply(compile_req, {"seq": 1, "result": {"compile_error": {"message": "bad"}}}, frozenset({"compile.describe"})) == "result"
+
+
+def test_the_published_schemas_are_valid_and_cover_every_operation() -> None:
+    from jsonschema import Draft202012Validator
+
+    from conformance.protocol import OPS, load_schema, request_problem
+
+    for name in ("requests", "replies"):
+        Draft202012Validator.check_schema(load_schema(name))
+    assert set(OPS) <= set(load_schema("requests")["$defs"]) and set(OPS) <= set(load_schema("replies")["$defs"])
+    assert request_problem({"seq": 1, "op": "call", "agent": "a", "session": "s", "mode": "headless", "tool": "read", "args": {}}) is None
+    assert "mode" in (request_problem({"seq": 1, "op": "call", "agent": "a", "session": "s", "mode": "sleepy", "tool": "read", "args": {}}) or "")
+    assert "session" in (request_problem({"seq": 1, "op": "set_rules", "agent": "a", "scope": "session", "rules": []}) or "")
 
 
 # -- our harness as a real command -------------------------------------------------------------

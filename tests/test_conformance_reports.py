@@ -95,6 +95,10 @@ def test_junit_markdown_badge() -> None:
     assert suites["FILE"].get("skipped") == "2"
     md = markdown(_head(), RESULTS)
     assert "| PERM | 4 | 1 | 1 | 1 | 1 | 0 | 0 | 0 | 1/4 |" in md
+    assert "## Profiles" in md and "**rfc**" in md
+    reqs = {"PERM-9": type("R", (), {"level": "MUST"})(), "TOOL-3": type("R", (), {"level": "MUST"})()}
+    with_reasons = markdown(_head(), RESULTS, requirements=reqs, exclusions={"TOOL-3": "registration is not a protocol operation"})
+    assert "| TOOL-3 | MUST | 0 | excluded: registration is not a protocol operation |" in with_reasons
     assert "`b`" in md and "`a`" not in md.split("## Not passing")[1]
     b = badge(_head(), RESULTS)
     assert b == {"schemaVersion": 1, "label": "toolspec conformance", "message": "1/4 MUST", "color": "red"}

@@ -48,7 +48,6 @@ def test_reference_engine_passes_every_applicable_must_case(capsys: pytest.Captu
     assert restarts == 0
     assert not any(r.status in ("error", "timeout", "crash") and r.caught_by == "runner" for r in results)
     assert head["implementation"]["name"] == "agentcore"
-    assert wall < 60
 
 
 def test_results_do_not_depend_on_the_seed() -> None:
@@ -62,17 +61,33 @@ def test_results_do_not_depend_on_the_seed() -> None:
     assert len(first) >= 30
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def _node() -> str | None:
+    node = shutil.which("node")
+    if node is None and os.environ.get("CI") == "true":
+        pytest.fail("node is required on CI (the second-language harnesses run there)")
+    return node
+
+
 def test_node_harness_passes_what_it_declares() -> None:
+    """The Node harness implements the five file tools; its replies all match the published schema."""
+    if _node() is None:
+        pytest.skip("node is not installed")
     head, results, _seconds, restarts = anyio.run(lambda: execute(f"command:node {ROOT / 'harnesses/node/harness.mjs'}", seed=SEED))
     assert head["implementation"]["language"] == "javascript"
+    assert {"tool.read", "tool.write", "tool.edit", "tool.glob", "tool.grep"} <= set(head["features"])
     verdict = judge(results, load_expectations(NODE_EXPECTATIONS))
     assert verdict.ok, {r.id: r.message for r in results if r.status in FAILING}
+    # No reply broke the protocol: a schema violation would be an error caught by the runner.
+    assert not [r.id for r in results if r.caught_by == "runner"]
     statuses = Counter(r.status for r in results)
-    # It really implements a subset: a good share of the suite runs and passes,
-    # and what it lacks is reported as not applicable or skipped, never as a pass.
-    assert statuses["pass"] >= 30
-    assert statuses["not_applicable"] >= 20
+    # It really implements a subset: most of the suite runs and passes, and what it lacks is
+    # reported as not applicable or skipped, never as a pass.
+    assert statuses["pass"] >= 90
+    assert statuses["not_applicable"] >= 40
     assert restarts == 0
     ran = {r.id for r in results if r.status == "pass"}
-    assert {"perm.most-specific-rule-wins", "cap.symlinks-are-resolved-before-the-check", "ask.always-remembers-exactly-this"} <= ran
+    assert {
+        "perm.most-specific-rule-wins", "cap.symlinks-are-resolved-before-the-check", "ask.always-remembers-exactly-this",
+        "file.edit-counts-non-overlapping-occurrences", "file.grep-cuts-long-lines-at-2000-bytes", "perm.rule-index-in-the-session-scope",
+        "envl.refusals-of-grep", "envl.refusals-of-edit",
+    } <= ran

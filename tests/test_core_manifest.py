@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def test_bad_action_points_at_file_line_and_key(workspace: Path, write_manifest:
     text = str(exc.value)
     assert "m.yaml:9" in text
     assert "rules.1.action" in text
-    assert exc.value.location is not None and exc.value.location.endswith("m.yaml:9")
+    assert exc.value.location is not None and exc.value.location.endswith("m.yaml:9: rules.1.action")
     assert "permit" not in text  # the message names the constraint, not the value
 
 
@@ -129,7 +130,9 @@ def test_unknown_rule_permission_rejected(workspace: Path, write_manifest: Calla
     path = write_manifest(manifest_data(rules=[{"permission": "reed", "pattern": "*", "action": "allow"}]), name="m")
     with pytest.raises(CompileError) as exc:
         _load(path, workspace)
-    assert "rules[0]" in str(exc.value)
+    # file:line: key: message, with a suggestion
+    assert re.fullmatch(re.escape(os.fspath(path)) + r":\d+: rules\.0\.permission", exc.value.location or "")
+    assert "did you mean 'read'?" in exc.value.message
 
 
 @pytest.mark.parametrize("host", ["*", "*.*.example.com", "ex*.com", "example.com:*", "http://example.com", "user@example.com"])
@@ -159,7 +162,7 @@ def test_dot_components_in_path_patterns_rejected(workspace: Path, write_manifes
 
 @pytest.mark.parametrize(
     ("field", "where"),
-    [("read", "requires.fs.read"), ("write", "requires.fs.write"), ("rule", "rules[0]")],
+    [("read", "requires.fs.read."), ("write", "requires.fs.write."), ("rule", "rules.0.pattern")],
 )
 @pytest.mark.parametrize("var", ["{wrkspace}", "{Workspace}", "{ws}", "{}", "{ad_hoc}"])
 def test_unknown_variable_is_compile_error_with_location(
@@ -176,7 +179,7 @@ def test_unknown_variable_is_compile_error_with_location(
     with pytest.raises(CompileError) as exc:
         _load(path, workspace)
     assert exc.value.location is not None
-    assert os.fspath(path) in exc.value.location and where in exc.value.location
+    assert re.match(re.escape(os.fspath(path)) + r":\d+: " + re.escape(where), exc.value.location)
     assert "unknown variable" in exc.value.message
 
 

@@ -28,6 +28,7 @@ def test_protected_names_below_writable_roots_only(tmp_path: Path) -> None:
     (ws / "ro" / "deep" / ".envrc").write_text("")
     found = scan([ws / "sub"], [ws], denies(ws, "**/*.pem"))
     assert set(found.protected) == {
+        ws / "sub" / ".git",  # the whole repository (ENV-7); the three below are kept for older callers
         ws / "sub" / ".git" / "hooks", ws / "sub" / ".git" / "config", ws / "sub" / ".git" / "info" / "attributes", ws / "sub" / ".vscode",
     }  # nothing outside the writable root, even below a read root that holds it
 
@@ -113,3 +114,110 @@ def test_literal_and_relative_denies_are_the_policys(tmp_path: Path) -> None:
     assert manifest_denies(rules, READ_DENY_PERMISSIONS).literal == (ws / ".env", ws / "secrets")
     assert manifest_denies(rules, WRITE_DENY_PERMISSIONS).literal == (ws / "locked.txt",)
     assert manifest_denies(rules, READ_DENY_PERMISSIONS).wildcard == ()
+
+
+# -- hard links (ENV-13) ------------------------------------------------------------------
+
+
+def test_hard_links_not_wholly_inside_the_writable_roots_are_kept(tmp_path: Path) -> None:
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    (ws / "d").mkdir(parents=True)
+    out.mkdir()
+    (out / "o").write_text("o")
+    os.link(out / "o", ws / "d" / "to_out")  # one name outside: kept
+    (ws / "a").write_text("a")
+    os.link(ws / "a", ws / "d" / "a2")  # both names inside: writable
+    (ws / "p").write_text("p")
+    os.link(ws / "p", ws / "d" / "p2")  # one name protected by the policy: both kept (except the protected one, already read-only)
+    (ws / "plain").write_text("x")
+    found = scan([ws], protected_paths=[ws / "p"])
+    assert set(found.linked) == {ws / "d" / "to_out", ws / "d" / "p2"} and found.frozen == ()
+    # A read-only area's names count as "elsewhere": the writable name is kept.
+    assert set(scan([ws / "d"], [ws]).linked) >= {ws / "d" / "a2"}
+
+
+def test_other_names_of_a_denied_file_are_hidden(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "secret").write_text("s")
+    os.link(ws / "secret", ws / "sub" / "twin")
+    found = scan([ws], denied_paths=[ws / "secret"])
+    assert found.denied == (ws / "sub" / "twin",) and found.linked == ()
+    # In a read-only workspace too (the walk looks there because a denied file has links).
+    assert scan([], [ws], denied_paths=[ws / "secret"]).denied == (ws / "sub" / "twin",)
+    # And for a file a wildcard deny names.
+    assert set(scan([ws], [ws], denies(ws, "**/secret")).denied) == {ws / "secret", ws / "sub" / "twin"}
+
+
+def test_directories_never_count_as_hard_links(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "a" / "b" / "c").mkdir(parents=True)
+    assert os.stat(ws / "a").st_nlink > 1
+    assert scan([ws]).linked == ()
+
+
+PATHS = st.lists(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=5), min_size=1, max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(paths=PATHS, cap=st.integers(min_value=1, max_value=8))
+def test_cover_covers_everything_within_the_cap_and_never_a_root(paths: list[list[str]], cap: int) -> None:
+    from agentcore.environments.calltree import cover
+
+    roots = [Path("/r1"), Path("/r2")]
+    files = sorted({roots[len(p) % 2].joinpath(*p, "f") for p in paths})
+    targets, frozen = cover(files, roots, cap)
+    assert len(targets) <= cap
+    for f in files:
+        if not any(r in f.parents for r in frozen):
+            assert any(t == f or t in f.parents for t in targets), f
+    for t in targets:
+        assert t not in roots and any(r in t.parents for r in roots)
+    if not frozen:
+        assert cover(files, roots, len(files)) == (files, [])  # within the cap nothing is widened
+
+
+def _settle(root: Path) -> None:
+    """Date every directory under `root` well in the past, as a tree nobody touched for a while."""
+    past = 1_000_000_000  # 2001
+    for dirpath, _dirs, _files in os.walk(root):
+        os.utime(dirpath, (past, past))
+
+
+def test_reused_links_match_a_fresh_walk_until_a_directory_changes(tmp_path: Path) -> None:
+    from agentcore.environments import calltree
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    (ws / "a" / "b").mkdir(parents=True)
+    out.mkdir()
+    (out / "o").write_text("o")
+    os.link(out / "o", ws / "a" / "to_out")
+    (ws / "a" / "b" / "plain").write_text("p")
+    _settle(ws)
+    calltree._cache.clear()
+    first = scan([ws])
+    assert first.linked == (ws / "a" / "to_out",) and calltree._cache  # a settled tree is remembered
+    assert scan([ws]) == first
+    # A new name anywhere in the walk changes a directory: the links are looked at again.
+    os.link(ws / "a" / "b" / "plain", ws / "twin")
+    (out / "o2").write_text("x")
+    os.link(out / "o2", ws / "a" / "b" / "late")
+    again = scan([ws])
+    assert set(again.linked) == {ws / "a" / "to_out", ws / "a" / "b" / "late"}
+    calltree._cache.clear()
+    assert scan([ws]) == again
+
+
+def test_a_recently_modified_tree_is_not_reused(tmp_path: Path) -> None:
+    """A directory changed in the last seconds may change again within the same clock tick unseen:
+    its walk is not remembered, so a link added to an existing file from outside the walk is still found."""
+    from agentcore.environments import calltree
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    (ws / "d").mkdir(parents=True)
+    out.mkdir()
+    (ws / "d" / "f").write_text("f")  # d modified just now
+    calltree._cache.clear()
+    assert scan([ws]).linked == ()
+    os.link(ws / "d" / "f", out / "other")  # no walked directory changes
+    assert scan([ws]).linked == (ws / "d" / "f",)

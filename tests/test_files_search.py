@@ -286,6 +286,22 @@ async def test_grep_long_lines_and_invalid_utf8(workspace: Path, make_agent: Cal
     assert by_path["long.txt"].startswith("needle xxx") and len(by_path["long.txt"]) < 2100
 
 
+@pytest.mark.parametrize("many", [1, 300])  # 300 files take the bulk path (one rg output rewritten at once)
+async def test_grep_cuts_lines_longer_than_2000_bytes_only(workspace: Path, make_agent: Callable[..., Any], many: int) -> None:
+    """FILE-14: exactly 2000 bytes (newline or not) stays whole; 2001 is cut at 2000 and marked. rg alone cuts at 2000 with the newline."""
+    mark = " [... omitted end of long line]"
+    lines = {"exact.txt": "n" * 2000 + "\n", "exact_last.txt": "n" * 2000, "over.txt": "n" * 2001 + "\n", "over_last.txt": "n" * 2001, "short.txt": "n" * 1999 + "\n"}
+    for i in range(many):
+        for name, text in lines.items():
+            (workspace / f"{i:03d}-{name}").write_text(text)
+    env = await make_agent(workspace).call("grep", {"pattern": "^n"})
+    got = {os.path.basename(m["path"])[4:]: m["text"] for m in env.data["matches"] if m["path"].endswith(tuple(lines)) and "/000-" in m["path"]}
+    assert got["exact.txt"] == got["exact_last.txt"] == "n" * 2000
+    assert got["short.txt"] == "n" * 1999
+    assert got["over.txt"] == got["over_last.txt"] == "n" * 2000 + mark
+    assert env.data["total"] == 5 * many
+
+
 async def test_grep_truncation_at_200(workspace: Path, make_agent: Callable[..., Any]) -> None:
     (workspace / "many.txt").write_text("".join(f"hit {i}\n" for i in range(250)))
     (workspace / "z.txt").write_text("hit z\n")

@@ -40,7 +40,7 @@ def test_defer_needs_tool_search(tmp_path: Path) -> None:
     ({"command": "x", "env": {"A": "line\nbreak"}}, "NUL, CR or LF"),
     ({"command": "x", "env": {"A": {"from_env": "1BAD"}}}, "from_env names"),
     ({"url": "https://a.example/mcp", "headers": {"Bad Header": "1"}}, "HTTP token"),
-    ({"command": "x", "requries": {}}, "Extra inputs"),
+    ({"command": "x", "requries": {}}, "unknown key"),
     ({"command": "x", "timeout_s": 0}, "greater than 0"),
 ])
 def test_bad_entries_are_manifest_errors(tmp_path: Path, entry: dict[str, Any], message: str) -> None:
@@ -66,7 +66,7 @@ def test_a_servers_requires_count_in_the_effective_set_with_their_origin(tmp_pat
     assert [p.expanded for p in grant.fs_read] == ["/opt/mcp/**"]  # the server's own grant: not the workspace
     with pytest.raises(CompileError) as info:
         compiled(tmp_path, {"files": {"command": "x", "requires": {"net": {"hosts": ["*"]}}}})
-    assert "mcp server files" in str(info.value)
+    assert "mcp.files.requires.net.hosts" in str(info.value)
 
 
 def test_rules_may_name_tools_of_declared_servers_before_they_are_listed(tmp_path: Path) -> None:

@@ -97,7 +97,11 @@ async def test_a_server_cannot_write_outside_its_grant(var_ws: Path) -> None:
     attempts = [var_ws / "planted.txt", data / "planted.txt", out / ".bashrc", Path("/var/tmp") / f"planted-{uuid.uuid4().hex}"]
     for target in attempts:
         env = await call(var_ws, entry, "write_file", {"path": str(target), "content": "x"})
-        failed(env)
+        if target.name == ".bashrc":
+            # Inside a writable root a protected name is swept after the call (ENV-7), and the envelope counts it.
+            assert env["data"]["is_error"] or env["metadata"].get("protected_removed") == 1, env
+        else:
+            failed(env)
         assert not target.exists(), target
     ok = await call(var_ws, entry, "write_file", {"path": str(out / "result.txt"), "content": "done"})
     assert ok["data"] == {"content": "written", "is_error": False} and (out / "result.txt").read_text() == "done"

@@ -124,7 +124,7 @@ def test_a_different_policy_gets_its_own_plan(tree: Path) -> None:
     (ws / "keep").mkdir()
     a = policy(ws)
     b = dataclasses.replace(a, read_denied=(ws / "keep",))
-    c = dataclasses.replace(a, write_roots=())
+    c = dataclasses.replace(a, write_roots=(), read_roots=(ws,))
     plans = {same_as_fresh(p) for p in (a, b, c)}
     assert len(plans) == 3
     assert same_as_fresh(a) == build_plan(policy(ws)).args  # an equal policy value: the same plan

@@ -2,13 +2,19 @@
 // A second, independent implementation of part of SPEC.md, speaking the
 // conformance harness protocol (HARNESS.md) over stdin/stdout.
 //
-// Implemented: manifest compile (requires, variables, rules), the rule
-// engine of PERM-9/PERM-10, the capability check for paths (CAP-5/6/8),
-// headless and interactive ask resolution, and the tools read, write and
-// glob on plain files. Everything else is declared unsupported: calls are
-// gated by features, and a manifest enabling other tools gets a `skip`.
-// Node 20, no dependencies.
+// Implemented: manifest compile (requires, variables, rules, limits), the
+// rule engine of PERM-9/PERM-10 with PERM-13 numbering, the capability
+// check for paths (CAP-5/6/8/9), headless and interactive ask resolution,
+// session sidecar directories, truncation with sidecars, and the five file
+// tools read, write, edit, glob and grep. Everything else is declared
+// unsupported: calls are gated by features, and a manifest enabling other
+// tools gets a `skip`. Node 20, no dependencies.
+//
+// grep uses JavaScript regular expressions (with the `u` flag) as a stand-in
+// for Rust `regex` syntax: the common syntax agrees, and the suite's patterns
+// stay within it.
 
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -16,15 +22,26 @@ import readline from "node:readline";
 
 const PROTOCOL = 1;
 const LOCKED = ["read", "write", "edit", "glob", "grep", "bash", "todo", "task", "question", "web_search", "web_fetch", "skill", "tool_search"];
-const SUPPORTED = new Set(["read", "write", "glob"]);
+const SUPPORTED = new Set(["read", "write", "edit", "glob", "grep"]);
+const FEATURES = [
+  "tool.read", "tool.write", "tool.edit", "tool.glob", "tool.grep",
+  "manifest", "capability", "rules", "envelope.extensions", "compile.describe",
+  "interactive", "rules.project", "rules.session", "symlinks", "bindings", "limits",
+];
+const LIMIT_DEFAULTS = { read_bytes: 200 * 1024, glob_entries: 1000, grep_matches: 200, default_bytes: 200 * 1024, text_bytes: 8 * 1024 * 1024, sidecar_bytes: 64 * 1024 * 1024 };
+const LONG_LINE = 2000;
+const LONG_LINE_MARK = " [... omitted end of long line]";
 const KINDS = { read: "read", write: "edit", edit: "edit", glob: "search", grep: "search", tool_search: "search", bash: "execute", web_search: "fetch", web_fetch: "fetch", skill: "think", todo: "other", task: "other", question: "other" };
 const CAPS = new Set(["fs.read", "fs.write", "net.fetch", "shell.run"]);
 const HEADLESS_TEXT = "Permission required but this run is headless; the call was not performed.";
 const READ_LIMIT = 200 * 1024;
 const TEXT_BOUND = 8 * 1024 * 1024;
-const PROTECTED_NAMES = new Set([".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules", ".gitattributes", ".mcp.json"]);
+const PROTECTED_NAMES = new Set([".aider.conf.yml", ".appveyor.yml", ".bash_login", ".bash_logout", ".bash_profile", ".bashrc", ".cirrus.yml", ".cshrc", ".devcontainer.json", ".dir-locals-2.el", ".dir-locals.el", ".drone.yml", ".envrc", ".exrc", ".gitattributes", ".gitconfig", ".gitlab-ci.yml", ".gitmodules", ".gitpod.yml", ".gvimrc", ".huskyrc", ".huskyrc.js", ".huskyrc.json", ".kshrc", ".lefthook-local.yml", ".lefthook.yaml", ".lefthook.yml", ".lfsconfig", ".lintstagedrc", ".lintstagedrc.cjs", ".lintstagedrc.js", ".lintstagedrc.json", ".lintstagedrc.mjs", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".mcp.json", ".mise.local.toml", ".mise.toml", ".npmrc", ".nvim.lua", ".nvimrc", ".overcommit.yml", ".pnpmfile.cjs", ".pre-commit-config.yaml", ".profile", ".ripgreprc", ".tcshrc", ".travis.yml", ".vimrc", ".woodpecker.yml", ".yarnrc", ".yarnrc.yml", ".zlogin", ".zlogout", ".zprofile", ".zshenv", ".zshrc", "Jenkinsfile", "appveyor.yml", "azure-pipelines.yml", "bitbucket-pipelines.yml", "lefthook-local.yml", "lefthook.yaml", "lefthook.yml", "lint-staged.config.cjs", "lint-staged.config.js", "lint-staged.config.mjs", "mise.local.toml", "mise.toml", "opencode.json", "opencode.jsonc"]);
 const WATCHDOG_CATEGORIES = new Set(["exfiltration", "destructive", "code_execution_wrapper", "secrets", "network_shell"]);
-const PROTECTED_DIRS = new Set([".vscode", ".idea", ".zed", ".agentcore"]);
+const PROTECTED_DIRS = new Set([".agentcore", ".amazonq", ".azure-pipelines", ".buildkite", ".circleci", ".claude", ".codex", ".continue", ".cursor", ".devcontainer", ".fleet", ".forgejo", ".gemini", ".git", ".gitea", ".githooks", ".github", ".gitlab", ".husky", ".idea", ".kiro", ".lefthook", ".mise", ".opencode", ".roo", ".semaphore", ".ssh", ".theia", ".vscode", ".windsurf", ".woodpecker", ".zed"]);
+// SPEC ENV-7 / Table 5 (rule 4, what git configuration names, is not implemented here).
+const PROTECTED_SEQUENCES = [[".config", "git"], [".config", "systemd"], [".config", "autostart"], [".config", "environment.d"], [".config", "direnv"], [".config", "fish"], [".config", "mise"], [".config", "Code", "User"], [".local", "bin"]];
+const LAYOUT_MARKERS = ["HEAD", "objects", "refs", "commondir"];
 
 class CompileError extends Error {}
 class Refusal extends Error {
@@ -121,9 +138,12 @@ function checkStrings(list, where) {
   return list;
 }
 
-function compileRules(rules, scope, bindings, workspace, knownCaps) {
+// `offset` numbers rules after those already in the scope (the session scope grows, PERM-13);
+// a rule keeps one index however many patterns its variables expand to.
+function compileRules(rules, scope, bindings, workspace, knownCaps, offset = 0) {
   const out = [];
-  (rules || []).forEach((r, index) => {
+  (rules || []).forEach((r, position) => {
+    const index = offset + position;
     if (typeof r !== "object" || r === null || typeof r.permission !== "string" || typeof r.pattern !== "string" || !["allow", "deny", "ask"].includes(r.action)) throw new CompileError(`${scope} rule #${index + 1} needs permission, pattern and action allow|deny|ask`);
     const p = r.permission;
     if (p !== "*" && !knownCaps.has(p) && !CAPS.has(p) && !LOCKED.includes(p)) throw new CompileError(`rule permission ${p} is not a tool, a capability or *`);
@@ -169,7 +189,10 @@ function compileManifest(m, workspace, bindings) {
   const fsRead = paths("read"), fsWrite = paths("write");
   const knownCaps = new Set(caps);
   const rules = compileRules(m.rules, "manifest", bindings, workspace, knownCaps);
-  return { tools, fsRead, fsWrite, hosts, caps, rules, knownCaps, limits: m.limits || {} };
+  const limits = m.limits || {};
+  if (typeof limits !== "object" || Array.isArray(limits)) throw new CompileError("limits must be an object");
+  for (const [k, v] of Object.entries(limits)) if (!Number.isInteger(v) || v < 1) throw new CompileError(`limits.${k} must be a positive integer`);
+  return { tools, fsRead, fsWrite, hosts, caps, rules, knownCaps, limits: { ...LIMIT_DEFAULTS, ...limits } };
 }
 
 // --------------------------------------------------------------------- rules (PERM)
@@ -237,15 +260,36 @@ function canonicalize(raw, workspace) {
   return cur;
 }
 
+function isLayout(names) {
+  return names.has("HEAD") && (names.has("commondir") || (names.has("objects") && names.has("refs")));
+}
+
+function layoutMarkers(dir) {
+  const out = new Set();
+  for (const m of LAYOUT_MARKERS) {
+    try { fs.lstatSync(path.join(dir, m)); out.add(m); } catch { /* absent */ }
+  }
+  return out;
+}
+
 function isProtected(p) {
   const parts = p.split("/").filter(Boolean);
-  if (parts.length && PROTECTED_NAMES.has(parts[parts.length - 1])) return true;
   for (let i = 0; i < parts.length; i++) {
-    if (PROTECTED_DIRS.has(parts[i])) return true;
-    if (parts[i] === ".git") {
-      const rest = parts.slice(i + 1);
-      if (rest[0] === "hooks" || (rest[0] === "config" && rest.length === 1) || (rest[0] === "info" && rest[1] === "attributes")) return true;
+    if (PROTECTED_NAMES.has(parts[i]) || PROTECTED_DIRS.has(parts[i])) return true;
+    for (const seq of PROTECTED_SEQUENCES) {
+      if (i + 1 >= seq.length && seq.every((c, k) => parts[i + 1 - seq.length + k] === c)) return true;
     }
+  }
+  // A git directory layout, or the marker that would complete one (either order of creation).
+  let cur = "/";
+  for (const child of parts) {
+    const have = layoutMarkers(cur);
+    if (isLayout(have)) return true;
+    if (LAYOUT_MARKERS.includes(child)) {
+      have.add(child);
+      if (isLayout(have)) return true;
+    }
+    cur = path.join(cur, child);
   }
   return false;
 }
@@ -257,24 +301,46 @@ function within(child, root) { return child === root || child.startsWith(root.en
 const SCHEMAS = {
   read: { required: ["path"], props: { path: ["string", 1], offset: ["integer", 1], limit: ["integer", 1], byte_offset: ["integer", 0], byte_length: ["integer", 1] } },
   write: { required: ["path", "content"], props: { path: ["string", 1], content: ["string", 0] } },
+  edit: { required: ["path", "old_string", "new_string"], props: { path: ["string", 1], old_string: ["string", 1], new_string: ["string", 0], replace_all: ["boolean", 0] } },
   glob: { required: ["pattern"], props: { pattern: ["string", 1], path: ["string", 1] } },
+  grep: { required: ["pattern"], props: { pattern: ["string", 1], path: ["string", 1], glob: ["string", 1], case_insensitive: ["boolean", 0] } },
 };
+
+// Containers nested deeper than this are refused before anything else looks at the arguments (SPEC ORDER-2).
+const MAX_DEPTH = 64;
+
+function tooDeep(value) {
+  const stack = [[value, 1]];
+  while (stack.length) {
+    const [item, depth] = stack.pop();
+    if (typeof item !== "object" || item === null) continue;
+    if (depth > MAX_DEPTH) return true;
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+// A relative pattern that starts with `/` or climbs with `..` (glob's pattern, grep's glob filter).
+function climbs(pattern) { return pattern.startsWith("/") || pattern.split("/").includes(".."); }
 
 function validate(tool, args) {
   if (typeof args !== "object" || args === null || Array.isArray(args)) return "/: type (must be an object)";
+  if (tooDeep(args)) return `/: nested more than ${MAX_DEPTH} levels deep`;
   const s = SCHEMAS[tool];
   for (const k of s.required) if (!(k in args)) return `/${k}: required`;
   for (const [k, v] of Object.entries(args)) {
     const spec = s.props[k];
-    if (!spec) return `/${k}: additionalProperties`;
+    // ORDER-2: an unexpected property's name is not repeated; the allowed names are listed instead.
+    if (!spec) return `/: additionalProperties (allowed: ${Object.keys(s.props).join(", ")})`;
     const [type, min] = spec;
     if (type === "string" && typeof v !== "string") return `/${k}: type`;
+    if (type === "boolean" && typeof v !== "boolean") return `/${k}: type`;
     if (type === "integer" && !Number.isInteger(v)) return `/${k}: type`;
     if (type === "string" && v.length < min) return `/${k}: minLength`;
     if (type === "integer" && v < min) return `/${k}: minimum`;
   }
   if (tool === "read" && ("offset" in args || "limit" in args) && ("byte_offset" in args || "byte_length" in args)) return "/: a line window and a byte window cannot be combined (not)";
-  if (tool === "glob" && (args.pattern.startsWith("/") || args.pattern.split("/").includes(".."))) return "/pattern: pattern";
+  if (tool === "glob" && climbs(args.pattern)) return "/pattern: pattern";
+  if (tool === "grep" && "glob" in args && climbs(args.glob)) return "/glob: pattern";
   return null;
 }
 
@@ -351,47 +417,176 @@ function toolWrite(args, p, agent) {
   for (let d = path.dirname(p); !fs.existsSync(d); d = path.dirname(d)) missing.unshift(d);
   for (const d of missing) if (!agent.m.fsWrite.some((pat) => pat.re.test(d)) || isProtected(d)) throw new Refusal("capability", "out_of_scope", "a missing parent directory is outside fs.write");
   for (const d of missing) fs.mkdirSync(d);
-  const tmp = path.join(path.dirname(p), `.${path.basename(p)}.${process.pid}.${Date.now()}.tmp`);
-  const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode === null ? 0o666 : 0o600);
-  try { fs.writeSync(fd, data); fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
-  if (mode !== null) fs.chmodSync(tmp, mode);
-  fs.renameSync(tmp, p);
+  atomicWrite(p, data, mode);
   return { data: { path: p, bytes_written: data.length, created } };
 }
 
 function toolGlob(args, root, agent, session) {
   let st;
-  try { st = fs.lstatSync(root); } catch { throw new ToolError("not_found", "the search root does not exist"); }
+  try { st = fs.lstatSync(root); } catch { throw new ToolError("not_a_directory", "the search root does not exist"); }
   if (!st.isDirectory()) throw new ToolError("not_a_directory", "path is not a directory");
   const pat = compilePathPattern("/" + args.pattern);
-  const found = [];
+  let found = [];
+  let withheld = 0;
   const walk = (dir, rel) => {
     for (const ent of fs.readdirSync(dir, { withFileTypes: true })) {
       const full = path.join(dir, ent.name), r = rel ? rel + "/" + ent.name : ent.name;
       if (ent.isDirectory()) { if (ent.name !== ".git") walk(full, r); }
-      else if (ent.isFile() && pat.re.test("/" + r) && agent.m.fsRead.some((p) => p.re.test(full))) {
-        // SPEC PERM-14: hidden when the glob or the read decision is deny, or ask because a rule said so.
-        const rules = rulesOf(agent, session);
-        const hides = (d) => d.action === "deny" || (d.action === "ask" && d.rule !== null);
-        const asGlob = decide(rules, { tool: "glob", capability: "fs.read", kind: "path", value: full });
-        const asRead = decide(rules, { tool: "read", capability: "fs.read", kind: "path", value: full });
-        if (!hides(asGlob) && !hides(asRead)) found.push(full);
+      else if (ent.isFile() && !ent.name.includes("\n") && pat.re.test("/" + r)) {
+        const v = visible("glob", full, agent, session);
+        if (v === "shown") found.push(full);
+        else if (v === "withheld") withheld++;
       }
     }
   };
   walk(root, "");
-  found.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-  return { data: { paths: found, total: found.length } };
+  found.sort(byteOrder);
+  const extra = withheld ? { withheld } : {};
+  const limit = agent.m.limits.glob_entries;
+  if (found.length <= limit) return { data: { paths: found, total: found.length }, ...extra };
+  // TRUNC-3/4/9: the head is the first entries, the sidecar one path per line, up to the sidecar cap.
+  const side = capLines(found.map((p) => p + "\n"), agent.m.limits.sidecar_bytes);
+  found = found.slice(0, side.kept);
+  const head = found.slice(0, limit);
+  const sidecar = writeSidecar(session, "glob", side.text);
+  return { data: { paths: head, total: found.length, head: head.join("\n") }, truncated: true, output_path: sidecar, capped: side.capped, ...extra };
+}
+
+// TRUNC-9: a sidecar holds whole lines up to the cap; what does not fit is not searched further.
+function capLines(lines, cap) {
+  let bytes = 0, kept = 0;
+  for (const l of lines) {
+    const n = Buffer.byteLength(l);
+    if (bytes + n > cap) break;
+    bytes += n; kept++;
+  }
+  return { text: lines.slice(0, kept).join(""), kept, capped: kept < lines.length };
+}
+
+function byteOrder(a, b) { return Buffer.compare(Buffer.from(a), Buffer.from(b)); }
+
+// FILE-13 and PERM-14: a search shows a file only inside fs.read ("out" otherwise), and only when neither
+// the searching tool's nor read's decision is deny, or ask because a rule said so ("withheld", counted).
+function visible(tool, full, agent, session) {
+  if (!agent.m.fsRead.some((p) => p.re.test(full))) return "out";
+  const rules = rulesOf(agent, session);
+  const hides = (d) => d.action === "deny" || (d.action === "ask" && d.rule !== null);
+  const hidden = hides(decide(rules, { tool, capability: "fs.read", kind: "path", value: full }))
+    || hides(decide(rules, { tool: "read", capability: "fs.read", kind: "path", value: full }));
+  return hidden ? "withheld" : "shown";
+}
+
+// TRUNC-6: sidecars live in the session's private directory, mode 0600, unique names.
+function writeSidecar(session, tool, text) {
+  const name = `${tool}-output-${crypto.randomBytes(6).toString("hex")}.txt`;
+  const file = path.join(session.workdir, name);
+  fs.writeFileSync(file, text, { mode: 0o600, flag: "wx" });
+  return file;
+}
+
+function atomicWrite(p, data, mode) {
+  const tmp = path.join(path.dirname(p), `.${path.basename(p)}.${process.pid}.${Date.now()}.tmp`);
+  const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode === null ? 0o666 : 0o600);
+  try { fs.writeSync(fd, data); fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+  if (mode !== null) fs.chmodSync(tmp, mode);
+  fs.renameSync(tmp, p);
+}
+
+function toolEdit(args, p, agent) {
+  // FILE-9: old_string equal to new_string is no_change before anything else.
+  if (args.old_string === args.new_string) throw new ToolError("no_change", "old_string and new_string are the same");
+  const st = openFile(p);
+  const bound = agent.m.limits.text_bytes;
+  if (st.size > bound) throw new Refusal("limit", "too_large", "the file is larger than the text-size bound");
+  const buf = fs.readFileSync(p);
+  if (buf.subarray(0, 8192).includes(0)) throw new ToolError("binary", "the file contains NUL bytes");
+  const text = decodeText(buf);
+  // Non-overlapping occurrences, left to right.
+  const parts = text.split(args.old_string);
+  const count = parts.length - 1;
+  if (count === 0) throw new ToolError("no_match", "old_string does not occur in the file");
+  if (count > 1 && !args.replace_all) throw new ToolError("ambiguous", "old_string occurs more than once; give more context or set replace_all");
+  let result;
+  if (args.replace_all) result = parts.join(args.new_string);
+  else { const at = text.indexOf(args.old_string); result = text.slice(0, at) + args.new_string + text.slice(at + args.old_string.length); }
+  const data = Buffer.from(result, "utf-8");
+  if (data.length > bound) throw new Refusal("limit", "too_large", "the result would be larger than the text-size bound");
+  atomicWrite(p, data, st.mode & 0o7777);
+  return { data: { path: p, replacements: args.replace_all ? count : 1 } };
+}
+
+function compileGrepFilter(filter) {
+  if (filter === undefined) return null;
+  const pat = compilePathPattern("/" + filter);
+  return filter.includes("/") ? (rel) => pat.re.test("/" + rel) : (rel) => pat.re.test("/" + rel.split("/").pop());
+}
+
+function grepFile(full, rx, out) {
+  let buf;
+  try { buf = fs.readFileSync(full); } catch { return; }
+  if (buf.subarray(0, 65536).includes(0)) return; // binary: ripgrep skips it (FILE-14)
+  const decoder = new TextDecoder("utf-8");
+  const lines = buf.length ? buf.toString("binary").split("\n") : [];
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  lines.forEach((latin, i) => {
+    const raw = Buffer.from(latin, "binary");
+    const text = decoder.decode(raw);
+    if (!rx.test(text)) return;
+    const shown = raw.length > LONG_LINE ? decoder.decode(raw.subarray(0, LONG_LINE)) + LONG_LINE_MARK : text;
+    out.push({ path: full, line: i + 1, text: shown });
+  });
+}
+
+function toolGrep(args, root, agent, session) {
+  let rx;
+  try { rx = new RegExp(args.pattern, args.case_insensitive ? "iu" : "u"); }
+  catch { throw new ToolError("invalid_pattern", "the pattern is not a valid regular expression"); }
+  let st;
+  try { st = fs.lstatSync(root); } catch { throw new ToolError("not_found", "the search root does not exist"); }
+  const filter = compileGrepFilter(args.glob);
+  let found = [];
+  let withheld = 0;
+  const consider = (full, rel) => {
+    if (filter && !filter(rel)) return;
+    const v = visible("grep", full, agent, session);
+    if (v === "withheld") withheld++;
+    if (v !== "shown") return;
+    grepFile(full, rx, found);
+  };
+  if (st.isFile()) consider(root, path.basename(root));
+  else if (st.isDirectory()) {
+    const walk = (dir, rel) => {
+      for (const ent of fs.readdirSync(dir, { withFileTypes: true })) {
+        const full = path.join(dir, ent.name), r = rel ? rel + "/" + ent.name : ent.name;
+        if (ent.name.includes("\n")) continue;
+        if (ent.isDirectory()) { if (ent.name !== ".git") walk(full, r); }
+        else if (ent.isFile()) consider(full, r);
+      }
+    };
+    walk(root, "");
+  } else throw new ToolError("not_regular", "the search root is not a directory or a regular file");
+  found.sort((a, b) => byteOrder(a.path, b.path) || a.line - b.line);
+  const extra = withheld ? { withheld } : {};
+  const limit = agent.m.limits.grep_matches;
+  if (found.length <= limit) return { data: { matches: found, total: found.length }, ...extra };
+  const line = (m) => `${m.path}:${m.line}:${m.text}`;
+  const side = capLines(found.map((m) => line(m) + "\n"), agent.m.limits.sidecar_bytes);
+  found = found.slice(0, side.kept);
+  const head = found.slice(0, limit);
+  const sidecar = writeSidecar(session, "grep", side.text);
+  return { data: { matches: head, total: found.length, head: head.map(line).join("\n") }, truncated: true, output_path: sidecar, capped: side.capped, ...extra };
 }
 
 // ----------------------------------------------------------------------- the harness
 
-const state = { agents: new Map(), sessions: new Map(), pending: null };
+const state = { agents: new Map(), sessions: new Map(), pending: null, asks: 0 };
 
 function rulesOf(agent, session) { return [...agent.m.rules, ...agent.project, ...session.rules]; }
 
 function envelope(tool, started, body) {
-  const meta = { duration_ms: Math.max(0, Math.round(performance.now() - started)), tool, kind: KINDS[tool] || "other" };
+  // A tool the agent has not enabled is unknown to it: kind `other` (ENVL-2, TOOL-10).
+  const known = !(body.error && body.error.code === "unknown_tool");
+  const meta = { duration_ms: Math.max(0, Math.round(performance.now() - started)), tool, kind: (known && KINDS[tool]) || "other" };
   if (body.error) {
     const e = body.error;
     meta.error_code = e.code;
@@ -399,25 +594,35 @@ function envelope(tool, started, body) {
     return { type: "error", error_text: e.message, metadata: meta };
   }
   if (body.truncated) meta.truncated = true;
+  if (body.output_path) meta.output_path = body.output_path;
+  if (body.capped) meta.output_capped = true;
+  if (body.withheld) meta.withheld = body.withheld;
   return { type: "output", data: body.data, metadata: meta };
 }
 
-function subjectsFor(tool, args, agent) {
+// Table 3: the accesses of each tool, in order (edit reads, then writes).
+const ACCESS_MODES = { read: ["read"], write: ["write"], edit: ["read", "write"], glob: ["read"], grep: ["read"] };
+const SEARCHES = new Set(["glob", "grep"]);
+
+function subjectsFor(tool, args, agent, session) {
   const ws = agent.workspace;
   if (!ws) throw new Refusal("capability", "no_workspace", "there is no workspace, so no path can be resolved");
-  const target = tool === "glob" ? (args.path || ws || "") : args.path;
-  if (tool === "glob" && !target) throw new Refusal("capability", "no_workspace", "there is no workspace, so no path can be resolved");
+  const target = SEARCHES.has(tool) ? (args.path || ws) : args.path;
   const p = canonicalize(target, ws);
-  const mode = tool === "write" ? "write" : "read";
-  const scope = mode === "write" ? agent.m.fsWrite : agent.m.fsRead;
-  let ok = scope.some((pat) => pat.re.test(p));
-  if (!ok && tool === "glob") ok = scope.some((pat) => within(literalBase(pat.text), p));
-  if (!ok) {
-    if (scope.length === 0) throw new Refusal("capability", "empty_scope", `path: the manifest grants no fs.${mode} scope`);
-    throw new Refusal("capability", "out_of_scope", `path: the path is outside the fs.${mode} scope`);
+  const subjects = [];
+  for (const mode of ACCESS_MODES[tool]) {
+    // CAP-2: the session's sidecar directory is readable.
+    const scope = mode === "write" ? agent.m.fsWrite : [...agent.m.fsRead, session.sidecars];
+    let ok = scope.some((pat) => pat.re.test(p));
+    if (!ok && SEARCHES.has(tool)) ok = scope.some((pat) => within(literalBase(pat.text), p)); // CAP-9
+    if (!ok) {
+      if ((mode === "write" ? agent.m.fsWrite : agent.m.fsRead).length === 0) throw new Refusal("capability", "empty_scope", `path: the manifest grants no fs.${mode} scope`);
+      throw new Refusal("capability", "out_of_scope", `path: the path is outside the fs.${mode} scope`);
+    }
+    if (mode === "write" && isProtected(p)) throw new Refusal("capability", "protected", "path: writing this path is never allowed");
+    subjects.push({ tool, capability: `fs.${mode}`, kind: "path", value: p });
   }
-  if (mode === "write" && isProtected(p)) throw new Refusal("capability", "protected", "path: writing this path is never allowed");
-  return { resolved: p, subjects: [{ tool, capability: `fs.${mode}`, kind: "path", value: p }] };
+  return { resolved: p, subjects };
 }
 
 function literalBase(text) {
@@ -430,6 +635,8 @@ function literalBase(text) {
 function execute(tool, args, resolved, agent, session) {
   if (tool === "read") return toolRead(args, resolved, agent.m.limits);
   if (tool === "write") return toolWrite(args, resolved, agent);
+  if (tool === "edit") return toolEdit(args, resolved, agent);
+  if (tool === "grep") return toolGrep(args, resolved, agent, session);
   return toolGlob(args, resolved, agent, session);
 }
 
@@ -454,20 +661,24 @@ function opCall(req) {
   const problem = validate(tool, args);
   if (problem) return { envelope: envelope(tool, started, { error: new Refusal("schema", "invalid_arguments", `invalid arguments: ${problem}`) }) };
   let checked;
-  try { checked = subjectsFor(tool, args, agent); }
+  try { checked = subjectsFor(tool, args, agent, session); }
   catch (e) { if (e instanceof Refusal) return { envelope: envelope(tool, started, { error: e }) }; throw e; }
   const decisions = checked.subjects.map((s) => decide(rulesOf(agent, session), s));
+  // PERM-11: the most restrictive decision; the first subject that has it is reported.
   const worst = decisions.reduce((a, d) => (RANK[d.action] > RANK[a.action] ? d : a), decisions[0]);
-  const call = { tool, args, resolved: checked.resolved, subjects: checked.subjects, agent, session, started };
+  const call = { tool, args, resolved: checked.resolved, subjects: checked.subjects, decisions, agent, session, started };
   if (worst.action === "deny") {
-    const e = new Refusal("permission", "denied", `denied by ${worst.rule.scope} rule #${worst.rule.index + 1}`);
-    e.scope = worst.rule.scope; e.rule_index = worst.rule.index;
+    // PERM-13: scope, 1-based number, permission and action; never the pattern.
+    const r = worst.rule;
+    const e = new Refusal("permission", "denied", `denied by ${r.scope} rule #${r.index + 1} (${r.permission} → ${r.action})`);
+    e.scope = r.scope; e.rule_index = r.index;
     return { envelope: envelope(tool, started, { error: e }) };
   }
   if (worst.action === "ask") {
     if (session.mode === "headless") return { envelope: envelope(tool, started, { error: new Refusal("ask", "headless", HEADLESS_TEXT, { asked_by: "permission" }) }) };
-    state.pending = { id: `ask-${Date.now()}`, call };
-    return { ask: { id: state.pending.id, type: "permission", tool, kind: KINDS[tool], layer: "permission", subjects: checked.subjects.map((s) => `${s.capability} ${s.value}`), options: ["allow_once", "allow_always", "reject_once", "reject_always"] } };
+    state.pending = { id: `ask-${++state.asks}`, call };
+    const asked = checked.subjects.filter((_, i) => decisions[i].action === "ask");
+    return { ask: { id: state.pending.id, type: "permission", tool, kind: KINDS[tool], layer: "permission", subjects: asked.map((s) => `${s.capability} ${s.value}`), options: ["allow_once", "allow_always", "reject_once", "reject_always"] } };
   }
   return finish(call, started);
 }
@@ -479,11 +690,13 @@ function opAnswer(req) {
   const { call } = p;
   const choice = req.choice;
   if (choice === "allow_always" || choice === "reject_always") {
+    // ASK-3/ASK-4: one exact rule per subject whose decision was ask, appended to the session scope.
     const action = choice === "allow_always" ? "allow" : "deny";
-    for (const s of call.subjects) {
+    call.subjects.forEach((s, i) => {
+      if (call.decisions[i].action !== "ask") return;
       const exact = s.value === "" ? "*" : escapeGlob(s.value);
-      call.session.rules.push(...compileRules([{ permission: s.tool, pattern: exact, action }], "session", {}, call.agent.workspace, call.agent.m.knownCaps).map((r) => ({ ...r, index: call.session.rules.length })));
-    }
+      addSessionRules(call.session, [{ permission: s.tool, pattern: exact, action }], call.agent);
+    });
   }
   if (choice === "allow_once" || choice === "allow_always") return finish(call, call.started);
   if (choice === "reject_once" || choice === "reject_always") return { envelope: envelope(call.tool, call.started, { error: new Refusal("ask", "rejected", "the user declined this call", { asked_by: "permission" }) }) };
@@ -494,9 +707,30 @@ function opAnswer(req) {
 function openSession(req, agent) {
   let s = state.sessions.get(req.session);
   const mode = req.mode || "headless";
-  if (!s) { s = { agent: req.agent, mode, rules: [] }; state.sessions.set(req.session, s); }
+  if (!s) {
+    // TRUNC-6: a private working directory for sidecars; the session scope starts with the rule
+    // (read, the escaped directory + "/**", allow) at index 0, so the host's rules count from 1.
+    const workdir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "node-harness-session-")));
+    fs.chmodSync(workdir, 0o700);
+    const sidecars = compilePathPattern(escapeGlob(workdir) + "/**");
+    s = { agent: req.agent, mode, workdir, sidecars, count: 1, rules: [{ scope: "session", index: 0, permission: "read", action: "allow", star: false, path: sidecars }] };
+    state.sessions.set(req.session, s);
+  } else if (s.agent !== req.agent) return { error: { message: "the session belongs to another agent" } };
   else if (s.mode !== mode) return { error: { message: "a session's mode cannot change" } };
   return s;
+}
+
+function addSessionRules(session, rules, agent) {
+  session.rules.push(...compileRules(rules, "session", agent.bindings, agent.workspace, agent.m.knownCaps, session.count));
+  session.count += rules.length;
+}
+
+function closeSession(name) {
+  const s = state.sessions.get(name);
+  if (!s) return;
+  s.closed = true;
+  s.rules = [];
+  fs.rmSync(s.workdir, { recursive: true, force: true });
 }
 
 function bindingsFor(workspace, b) {
@@ -512,7 +746,7 @@ function opCompile(req) {
   catch (e) { if (e instanceof CompileError) return { result: { compile_error: { message: e.message } } }; throw e; }
   const unsupported = m.tools.filter((t) => !SUPPORTED.has(t));
   if (unsupported.length) return { skip: { reason: `tools not implemented by this harness: ${unsupported.join(", ")}` } };
-  for (const [name, s] of state.sessions) if (s.agent === req.agent) state.sessions.delete(name);
+  for (const [name, s] of state.sessions) if (s.agent === req.agent) { closeSession(name); state.sessions.delete(name); }
   state.agents.set(req.agent, { m, workspace, bindings, project: [] });
   return {
     result: {
@@ -525,33 +759,34 @@ function opCompile(req) {
 function opSetRules(req) {
   const agent = state.agents.get(req.agent);
   if (!agent) return { error: { message: "unknown agent" } };
-  let rules;
-  try { rules = compileRules(req.rules, req.scope, agent.bindings, agent.workspace, agent.m.knownCaps); }
-  catch (e) { if (e instanceof CompileError) return { result: { compile_error: { message: e.message } } }; throw e; }
-  if (req.scope === "project") agent.project = rules;
-  else {
-    const s = openSession(req, agent);
-    if (s.error) return s;
-    s.rules.push(...rules);
-  }
+  try {
+    if (req.scope === "project") agent.project = compileRules(req.rules, "project", agent.bindings, agent.workspace, agent.m.knownCaps);
+    else {
+      compileRules(req.rules, "session", agent.bindings, agent.workspace, agent.m.knownCaps); // all or nothing
+      const s = openSession(req, agent);
+      if (s.error) return s;
+      addSessionRules(s, req.rules, agent);
+    }
+  } catch (e) { if (e instanceof CompileError) return { result: { compile_error: { message: e.message } } }; throw e; }
   return { result: {} };
 }
 
 function handle(req) {
   switch (req.op) {
     case "start":
-      return { result: { protocol: PROTOCOL, implementation: { name: "node-mini", version: "0.1.0", language: "javascript", spec_version: "2" }, features: ["tool.read", "tool.write", "tool.glob", "interactive", "rules.project", "rules.session", "symlinks", "bindings"] } };
-    case "reset": state.agents.clear(); state.sessions.clear(); state.pending = null; return { result: {} };
+      return { result: { protocol: PROTOCOL, implementation: { name: "node-mini", version: "0.2.0", language: "javascript", spec_version: "3" }, features: FEATURES } };
+    case "reset":
+      for (const name of state.sessions.keys()) closeSession(name);
+      state.agents.clear(); state.sessions.clear(); state.pending = null;
+      return { result: {} };
     case "compile": return opCompile(req);
     case "set_rules": return opSetRules(req);
     case "call": return opCall(req);
     case "answer": return opAnswer(req);
-    case "close": {
-      const s = state.sessions.get(req.session);
-      if (s) { s.closed = true; s.rules = []; }
+    case "close":
+      closeSession(req.session);
       state.pending = null;
       return { result: {} };
-    }
     default: return { error: { message: `unknown op ${req.op}` } };
   }
 }

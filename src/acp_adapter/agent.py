@@ -22,32 +22,27 @@ cannot be dialled). MCP over ACP itself (`type: acp`) is not offered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import acp
 from acp import schema
 
-from agentcore.agent.loop import AgentLoop
 from agentcore.agent.messages import ImagePart, Message, TextPart
-from agentcore.agent.model import ModelClient, RequestSettings
-from agentcore.api import (
-    AskRequest,
-    Choice,
-    Engine,
-    ManifestError,
-    McpServer,
-    Session,
-    available_skills,
-    load_manifest,
-)
 
 from .stdio_guard import guarded_stdio
 from .updates import Translator, available_commands, usage_update
+
+if TYPE_CHECKING:  # the engine and the model layer load after `initialize` has been answered
+    from agentcore.agent.loop import AgentLoop
+    from agentcore.agent.model import ModelClient
+    from agentcore.api import AskRequest, Choice, Engine, McpServer, Session
 
 _log = logging.getLogger("agentcore.acp")
 VERSION = "0.1.0"
@@ -117,14 +112,41 @@ class AcpBroker:
 class AgentcoreAcp:
     """The ACP agent (the SDK calls these methods; each request runs in its own task)."""
 
-    def __init__(self, options: AcpOptions, model: ModelClient, recorder: Any) -> None:
+    def __init__(self, options: AcpOptions, recorder: Any) -> None:
         self.options = options
-        self.model = model
         self.recorder = recorder
         self.conn: Any = None
         self.sessions: dict[str, _State] = {}
         self._terminal_output = False
-        self._client_fs = False
+        self.model_name: str = options.model.id
+        self.supports_images = options.model.provider in ("openai", "anthropic")
+        self._model: ModelClient | None = None
+        self._model_lock = asyncio.Lock()
+        self._stack = AsyncExitStack()
+        self._warming: asyncio.Task[Any] | None = None
+
+    async def model(self) -> "ModelClient":
+        """The model client, opened on first use (after `initialize` has been answered)."""
+        async with self._model_lock:
+            if self._model is None:
+                from agentcore.agent.config import ModelConfigError, open_model
+
+                try:
+                    self._model = await self._stack.enter_async_context(open_model(self.options.model))
+                except ModelConfigError as exc:
+                    raise acp.RequestError.internal_error({"message": str(exc)}) from None
+            return self._model
+
+    async def _warm(self) -> None:
+        """Load the engine and open the model while the client reads the `initialize` reply."""
+        try:
+            await asyncio.to_thread(_import_engine)
+            await self.model()
+        except Exception:  # reported when a session needs the model
+            _log.debug("warm-up failed", exc_info=True)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -134,11 +156,13 @@ class AgentcoreAcp:
         caps = client_capabilities
         meta = (getattr(caps, "field_meta", None) or {}) if caps is not None else {}
         self._terminal_output = bool(meta.get("terminal_output"))
+        if self._warming is None:
+            self._warming = asyncio.get_running_loop().create_task(self._warm())
         return schema.InitializeResponse(
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=schema.PromptCapabilities(image=self.model.supports_images, audio=False, embedded_context=True),
+                prompt_capabilities=schema.PromptCapabilities(image=self.supports_images, audio=False, embedded_context=True),
                 mcp_capabilities=schema.McpCapabilities(http=True, sse=True, acp=False),
                 session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities(), close=schema.SessionCloseCapabilities()),
             ),
@@ -150,12 +174,15 @@ class AgentcoreAcp:
         return schema.AuthenticateResponse()
 
     async def new_session(self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: list[Any] | None = None, **kwargs: Any) -> Any:
-        state = self._open(cwd, additional_directories, mcp_servers, None)
+        from agentcore.api import available_skills
+
+        state = await self._open(cwd, additional_directories, mcp_servers, None)
         await self._send(state, available_commands(available_skills(state.engine.manifest, state.session)), force=True)
         return schema.NewSessionResponse(session_id=state.session.id, config_options=self._config_options(state))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            additional_directories: list[str] | None = None, **kwargs: Any) -> Any:
+        from agentcore.api import available_skills
         from agentcore.recorder.store import RecorderError
 
         if self.recorder is None:
@@ -168,7 +195,7 @@ class AgentcoreAcp:
             raise acp.RequestError.resource_not_found(session_id) from exc
         if session_id in self.sessions:
             raise acp.RequestError.invalid_request({"message": "the session is already open"})
-        state = self._open(cwd, additional_directories, mcp_servers, session_id)
+        state = await self._open(cwd, additional_directories, mcp_servers, session_id)
         state.history = history
         if info.get("remembered"):
             state.session.restore(info["remembered"])
@@ -215,8 +242,8 @@ class AgentcoreAcp:
             options=[schema.SessionConfigSelectOption(value=k, name=k, description=v) for k, v in MODES.items()],
         )
         model = schema.SessionConfigOptionSelect(
-            id="model", name="Model", category="model", type="select", current_value=self.model.name,
-            options=[schema.SessionConfigSelectOption(value=self.model.name, name=self.model.name)],
+            id="model", name="Model", category="model", type="select", current_value=self.model_name,
+            options=[schema.SessionConfigSelectOption(value=self.model_name, name=self.model_name)],
         )
         return [mode, model]
 
@@ -226,7 +253,7 @@ class AgentcoreAcp:
             await state.engine.ready(state.session)  # the mode's rules cover the session's MCP tools too
             state.mode = value
             self._apply_mode(state)
-        elif not (config_id == "model" and value == self.model.name):
+        elif not (config_id == "model" and value == self.model_name):
             raise acp.RequestError.invalid_params({"message": f"unknown value for {config_id}"})
         return schema.SetSessionConfigOptionResponse(config_options=self._config_options(state))
 
@@ -281,7 +308,7 @@ class AgentcoreAcp:
             if kind == "text":
                 parts.append(TextPart(block.text))
             elif kind == "image":
-                if not self.model.supports_images:
+                if not self.supports_images:
                     raise acp.RequestError.invalid_params({"message": "this model does not take images"})
                 parts.append(ImagePart(block.mime_type, block.data))
             elif kind == "resource_link":
@@ -301,7 +328,11 @@ class AgentcoreAcp:
             raise acp.RequestError.resource_not_found(session_id)
         return state
 
-    def _open(self, cwd: str, extra: list[str] | None, mcp_servers: list[Any] | None, session_id: str | None) -> _State:
+    async def _open(self, cwd: str, extra: list[str] | None, mcp_servers: list[Any] | None, session_id: str | None) -> _State:
+        from agentcore.agent.loop import AgentLoop
+        from agentcore.agent.model import RequestSettings
+        from agentcore.api import Engine, ManifestError, load_manifest
+
         servers = [_mcp_server(s) for s in mcp_servers or []]
         if not os.path.isabs(cwd) or not os.path.isdir(cwd):
             raise acp.RequestError.invalid_params({"message": "cwd must be an absolute path to an existing directory"})
@@ -313,15 +344,16 @@ class AgentcoreAcp:
         except ManifestError as exc:
             raise acp.RequestError.invalid_params({"message": f"the manifest cannot be used for this workspace: {exc}"}) from None
         sid = session_id or f"ses_{os.urandom(8).hex()}"
+        model = await self.model()
         engine = Engine(manifest, broker=AcpBroker(self, sid, self.options.headless))
         session = engine.open_session(session_id=sid, headless=self.options.headless, mcp_servers=servers)
         config = self.options.model
-        loop = AgentLoop(engine, self.model, max_turn_requests=config.max_turn_requests,
+        loop = AgentLoop(engine, model, max_turn_requests=config.max_turn_requests,
                          settings=RequestSettings(max_tokens=config.max_tokens, temperature=config.temperature,
                                                   timeout_s=config.request_timeout_s))
         state = _State(engine, session, loop, Translator(sid, terminal_output=self._terminal_output), cwd=cwd)
         if self.recorder is not None:
-            self.recorder.attach(session, manifest=str(manifest.source), workspace=str(manifest.workspace), model=self.model.name)
+            self.recorder.attach(session, manifest=str(manifest.source), workspace=str(manifest.workspace), model=self.model_name)
             loop.add_observer(self.recorder.observe)
 
         async def forward(event: Any) -> None:
@@ -342,8 +374,10 @@ class AgentcoreAcp:
         await self.conn._conn.send_notification(acp.CLIENT_METHODS["session_update"], {"sessionId": state.session.id, "update": update})
 
 
-def _mcp_server(server: Any) -> McpServer:
+def _mcp_server(server: Any) -> "McpServer":
     """An ACP `McpServer` entry as the engine takes it; values stay literal and are never shown."""
+    from agentcore.api import McpServer
+
     kind = getattr(server, "type", None)
     if kind in ("http", "sse"):
         headers = {h.name: h.value for h in server.headers or []}
@@ -362,29 +396,27 @@ def _embedded(resource: Any) -> str:
     return f"\nContents of {uri}:\n```\n{text}\n```\n"
 
 
+def _import_engine() -> None:
+    import agentcore.agent.loop  # noqa: F401
+    import agentcore.api  # noqa: F401
+
+
 async def serve(options: AcpOptions) -> int:
     """Run the agent on stdin/stdout until the client disconnects."""
-    from agentcore.agent.config import ModelConfigError, open_model
-
     recorder = None
     if options.db is not None:
         from agentcore.recorder.store import Recorder
 
         recorder = Recorder(options.db)
+    agent = AgentcoreAcp(options, recorder)
+    reader, writer, pump = await guarded_stdio()
     try:
-        async with open_model(options.model) as client:
-            agent = AgentcoreAcp(options, client, recorder)
-            reader, writer, pump = await guarded_stdio()
-            try:
-                # session/close is still marked unstable in the SDK; we implement it.
-                await acp.run_agent(agent, input_stream=writer, output_stream=reader, use_unstable_protocol=True)
-            finally:
-                pump.cancel()
-                agent.shutdown()
-    except ModelConfigError as exc:
-        print(f"agentcore acp: {exc}", file=sys.stderr)
-        return 2
+        # session/close is still marked unstable in the SDK; we implement it.
+        await acp.run_agent(agent, input_stream=writer, output_stream=reader, use_unstable_protocol=True)
     finally:
+        pump.cancel()
+        agent.shutdown()
+        await agent.aclose()
         if recorder is not None:
             recorder.close()
     return 0

@@ -73,11 +73,14 @@ from .session import Session
 from .tools.base import CallContext, Location, Tool, ToolResult
 from .tools.registry import ToolRegistry
 from .vocabulary import ACP_KINDS, LOCKED_IDS, WATCHDOG_CATEGORIES
-from .watchdog import AllowAllWatchdog, Verdict, Watchdog, WatchdogCall
+from .watchdog import CLOSED_SCREEN, OPEN_SCREEN, AllowAllWatchdog, ReadScreen, Verdict, Watchdog, WatchdogCall
 
 __all__ = [
     "ACP_KINDS",
     "AllowAllWatchdog",
+    "CLOSED_SCREEN",
+    "OPEN_SCREEN",
+    "ReadScreen",
     "AskAnswered",
     "AskBroker",
     "AskRaised",

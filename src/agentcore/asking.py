@@ -103,6 +103,13 @@ class ScriptedBroker:
         return self._answers.pop(0) if self._answers else None
 
 
+_CHOICES: dict[str, Choice] = {
+    "o": "allow_once", "once": "allow_once", "y": "allow_once", "yes": "allow_once", "allow": "allow_once",
+    "a": "allow_always", "always": "allow_always",
+    "r": "reject_once", "reject": "reject_once", "n": "reject_once", "no": "reject_once",
+}
+
+
 class TerminalBroker:
     """Prompts on the controlling terminal (stderr for output, stdin for answers)."""
 
@@ -128,13 +135,26 @@ class TerminalBroker:
         for s in request.subjects:
             lines.append(f"  - {s.describe()}")
         lines += [
-            "  [o] allow once",
+            "  [o] allow once (also: y, yes)",
             f"  [a] {request.always_label()}",
-            "  [r] reject",
+            "  [r] reject (also: n, no)",
             "choice [o/a/r]: ",
         ]
-        answer = await anyio.to_thread.run_sync(self._prompt, "\n".join(lines), abandon_on_cancel=True)
-        return {"o": "allow_once", "a": "allow_always", "r": "reject_once"}.get(answer.lower()[:1], "reject_once")  # type: ignore[return-value]
+        prompt = "\n".join(lines)
+        while True:  # an answer it does not understand is asked again; end of input is a refusal
+            raw = await anyio.to_thread.run_sync(self._prompt_raw, prompt, abandon_on_cancel=True)
+            if raw is None:
+                return "reject_once"
+            choice = _CHOICES.get(raw.strip().lower())
+            if choice is not None:
+                return choice
+            prompt = "please answer o (allow once), a (always) or r (reject): "
+
+    def _prompt_raw(self, text: str) -> str | None:
+        self._err.write(text)
+        self._err.flush()
+        line = self._in.readline()
+        return line if line else None
 
     async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
         answers: list[list[str]] = []

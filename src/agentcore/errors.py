@@ -14,10 +14,13 @@ class ManifestError(AgentCoreError):
     author at the exact place.
     """
 
-    def __init__(self, message: str, *, location: str | None = None) -> None:
+    def __init__(self, message: str, *, location: str | None = None, also: tuple[str, ...] = ()) -> None:
         self.message = message
         self.location = location
-        super().__init__(f"{location}: {message}" if location else message)
+        # Further problems found in the same pass, each a whole "file:line: key: message" line.
+        self.also = also
+        first = f"{location}: {message}" if location else message
+        super().__init__("\n".join((first, *also)))
 
 
 class CompileError(ManifestError):
@@ -41,6 +44,14 @@ class Refusal(AgentCoreError):
         self.message = message
         self.extra = extra
         super().__init__(message)
+
+
+class OutputCapped(AgentCoreError):
+    """A sidecar reached its cap (TRUNC-9): whatever produces the output must stop.
+
+    Raised by the truncation spools; the process runner answers it by killing
+    the command's process group, and the search tools by stopping the search.
+    """
 
 
 class ToolFailure(AgentCoreError):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 KB = 1024
+MiB = KB * KB
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class Limits:
     web_search_calls: int = 25
     web_search_timeout_s: float = 15.0
     task_depth: int = 5
+    # Sidecar bytes (TRUNC-9): one call, and the live sidecars of a whole session tree.
+    sidecar_bytes: int = 64 * MiB
+    session_sidecar_bytes: int = 512 * MiB
 
     def merged(self, overrides: dict[str, Any]) -> "Limits":
         names = {f.name for f in fields(self)}

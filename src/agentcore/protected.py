@@ -1,67 +1,272 @@
-"""Files that execute code later and so are never writable by the agent (CAP, ENV).
+"""Files that execute code later and so are never writable by the agent (CAP-8, ENV-7).
 
-The same list feeds the capability check (the write/edit tools and shell
-redirections) and the sandbox policy (read-only binds and placeholders), so
-what the engine refuses and what the OS refuses cannot drift apart.
+The same data feeds the capability check (the write/edit tools and shell
+redirections), the runtime's re-check at the moment of use, and the sandbox
+(read-only binds, the `.git` placeholders and the sweep after each command),
+so what the engine refuses and what the sandbox undoes cannot drift apart.
+
+What belongs here: configuration that some program runs, or turns into a
+command, *without the user choosing to run the project's code*: when a
+shell starts, when the user enters a directory, when git runs (hooks,
+fsmonitor, filters, aliases), when an editor or an agent opens the folder,
+when a commit or a push happens (hook managers, CI). Project source and
+build files (`Makefile`, `package.json`, `conftest.py`) are not listed:
+running them is the user's choice, and the watchdog asks before the
+sandbox runs them.
+
+A path is protected when
+
+1. one of its components is in `PROTECTED_NAMES` or `PROTECTED_DIRS`
+   (`.git` included: a `.git` file or directory at any depth, and
+   everything beneath it);
+2. a run of its components equals one of `PROTECTED_SEQUENCES`
+   (`.config/git`, `.local/bin`, ...);
+3. it lies in a *git directory layout* or would complete one (see
+   `layout_reason`);
+4. it is, or lies beneath, a directory some repository's configuration
+   names with `core.hooksPath`, or is a file a configuration includes
+   (`write_protection`, using `gitconfig`);
+5. it is one of the runtime's own files (the manifest, the project rules).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable
 
-# Basenames protected wherever they appear.
+from . import gitconfig
+
+# Names protected wherever they appear, as the last component or above it.
 PROTECTED_NAMES: frozenset[str] = frozenset(
     {
+        # shells read these when they start
         ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-        ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc",
-        ".gitconfig", ".gitmodules", ".gitattributes",
-        ".mcp.json",
+        ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc",
+        # entering a directory: direnv, mise
+        ".envrc", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml",
+        # git reads these in the work tree or the home directory
+        ".gitconfig", ".gitmodules", ".gitattributes", ".lfsconfig",
+        # hook managers read their configuration when a hook fires
+        ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",
+        "lefthook-local.yml", ".lefthook-local.yml", ".overcommit.yml",
+        ".huskyrc", ".huskyrc.json", ".huskyrc.js",
+        ".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml", ".lintstagedrc.yml",
+        ".lintstagedrc.js", ".lintstagedrc.cjs", ".lintstagedrc.mjs",
+        "lint-staged.config.js", "lint-staged.config.cjs", "lint-staged.config.mjs",
+        # CI services run these on push
+        ".gitlab-ci.yml", ".travis.yml", "azure-pipelines.yml", "bitbucket-pipelines.yml", "Jenkinsfile",
+        ".drone.yml", ".woodpecker.yml", "appveyor.yml", ".appveyor.yml", ".cirrus.yml", ".gitpod.yml",
+        # editors and agents run commands or servers these name when the folder is opened
+        ".mcp.json", ".devcontainer.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml",
+        ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".dir-locals.el", ".dir-locals-2.el",
+        # search and package tools
+        ".ripgreprc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
+        # toolchain managers and build tools read these on any invocation, even `--version`
+        # (rustup runs the toolchain a `path` names; bazel runs `--workspace_status_command`)
+        "rust-toolchain", "rust-toolchain.toml", ".bazelrc",
+        # interpreters and debuggers run these from the working directory when they start
+        ".pdbrc", ".Rprofile", ".irbrc", ".pryrc", ".gdbinit", ".lldbinit",
     }
 )
 # Directories whose whole content is protected wherever they appear.
-PROTECTED_DIRS: frozenset[str] = frozenset({".vscode", ".idea", ".agentcore", ".zed"})
-# Paths inside a `.git` directory.
-PROTECTED_GIT: tuple[tuple[str, ...], ...] = (("hooks",), ("config",), ("info", "attributes"))
+PROTECTED_DIRS: frozenset[str] = frozenset(
+    {
+        ".git",  # a repository (directory) or a pointer to one (file), with everything beneath
+        ".githooks", ".husky", ".lefthook",  # hook directories by convention
+        ".github", ".gitlab", ".gitea", ".forgejo", ".circleci", ".buildkite", ".woodpecker",
+        ".azure-pipelines", ".semaphore",  # CI
+        ".devcontainer", ".vscode", ".idea", ".zed", ".theia", ".fleet",  # editors
+        ".agentcore", ".claude", ".cursor", ".windsurf", ".continue", ".gemini", ".codex", ".opencode",
+        ".amazonq", ".kiro", ".roo",  # agents
+        ".mise", ".ssh",
+        ".hg", ".jj",  # other version control systems: their repository config names hooks
+        ".cargo", ".mvn",  # build configuration read on every invocation (runners, JVM options, extensions)
+    }
+)
+# Runs of components protected wherever they appear (home-directory configuration mostly).
+PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
+    (".config", "git"), (".config", "systemd"), (".config", "autostart"), (".config", "environment.d"),
+    (".config", "direnv"), (".config", "fish"), (".config", "mise"), (".config", "Code", "User"),
+    (".local", "bin"),
+)
+# A directory holding HEAD and either commondir or both objects and refs is a git directory:
+# git opens it as a (bare) repository, reading its config and running its hooks.
+LAYOUT_MARKERS: frozenset[str] = frozenset({"HEAD", "objects", "refs", "commondir"})
+# Missing names the sandbox covers with a placeholder at the top of every writable root
+# (so that not even the running command can make one: git finds a repository there).
+PLACEHOLDER_NAMES: tuple[str, ...] = (".git",)
+
+SEQUENCE_TAILS: frozenset[str] = frozenset(s[-1] for s in PROTECTED_SEQUENCES)
 
 
-def protected_reason(path: Path | str, extra: Iterable[Path] = ()) -> str | None:
-    """Why writing `path` is refused, or None. `path` must be canonical."""
+def is_layout(names: Iterable[str]) -> bool:
+    """Whether a directory listing with these names is a git directory layout."""
+    n = names if isinstance(names, (set, frozenset)) else set(names)
+    return "HEAD" in n and ("commondir" in n or ("objects" in n and "refs" in n))
+
+
+def name_reason(name: str) -> str | None:
+    """Why an entry called `name` is protected wherever it is (rule 1), or None."""
+    if name in PROTECTED_DIRS:
+        return "git repository" if name == ".git" else "configuration directory that runs commands"
+    if name in PROTECTED_NAMES:
+        return "configuration file that runs commands"
+    return None
+
+
+def sequence_match(parts: Sequence[str]) -> bool:
+    """Whether `parts` (a path's components) ends in one of PROTECTED_SEQUENCES (rule 2)."""
+    if not parts or parts[-1] not in SEQUENCE_TAILS:
+        return False
+    return any(tuple(parts[-len(s):]) == s for s in PROTECTED_SEQUENCES if len(parts) >= len(s))
+
+
+def protected_reason(path: Path | str, extra: Iterable[Path | str] = ()) -> str | None:
+    """Why writing `path` is refused by rules 1, 2 and 5 (no filesystem access), or None.
+
+    `path` must be canonical; `extra` holds the runtime's own files and any
+    protected tree (a path equal to one of them, or beneath it, is protected).
+    """
     p = os.fspath(path)
     for e in extra:
-        if p == os.fspath(e):
-            return "runtime configuration file"
+        e = os.fspath(e)
+        if p == e or p.startswith(e.rstrip("/") + "/"):
+            return "runtime or git configuration"
     parts = Path(p).parts
-    if parts and parts[-1] in PROTECTED_NAMES:
-        return "shell, git or tool configuration file"
     for i, part in enumerate(parts):
-        if part in PROTECTED_DIRS:
-            return "editor or agent configuration directory"
-        if part == ".git":
-            rest = parts[i + 1 :]
-            for prefix in PROTECTED_GIT:
-                if tuple(rest[: len(prefix)]) == prefix:
-                    return "git hooks or configuration"
+        why = name_reason(part)
+        if why is not None:
+            return why
+        if part in SEQUENCE_TAILS and sequence_match(parts[: i + 1]):
+            return "home configuration that runs commands"
+    return None
+
+
+def _markers(directory: str) -> set[str]:
+    out = set()
+    for m in LAYOUT_MARKERS:
+        if os.path.lexists(os.path.join(directory, m)):
+            out.add(m)
+    return out
+
+
+def layout_reason(path: Path | str) -> str | None:
+    """Rule 3: `path` lies in a git directory layout, or creating it would complete one.
+
+    Checked for every ancestor D of `path`: D already is a layout, or the
+    component of `path` right below D is a marker that, with the markers D
+    already holds, makes D a layout. So neither order of creation (config
+    first, HEAD last, or the reverse) gets a layout built, while a plain
+    `config` file or a lone `refs/` directory in a project stays writable.
+    """
+    parts = Path(os.fspath(path)).parts
+    cur = parts[0] if parts else "/"
+    for child in parts[1:]:
+        have = _markers(cur)
+        if have and is_layout(have):
+            return "inside a git repository layout"
+        if child in LAYOUT_MARKERS and is_layout(have | {child}):
+            return "completes a git repository layout"
+        cur = os.path.join(cur, child)
+    return None
+
+
+# -- rule 4: what repository configuration names --------------------------------------
+
+_cache_lock = threading.Lock()
+_config_cache: dict[tuple[str, ...], tuple[tuple[object, ...], gitconfig.ConfigSet]] = {}
+
+
+def _identity(paths: Sequence[str]) -> tuple[object, ...]:
+    out: list[object] = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def load_config(paths: Sequence[str]) -> gitconfig.ConfigSet:
+    """`gitconfig.load(paths)`, cached while none of the files read (includes too) changes."""
+    key = tuple(paths)
+    with _cache_lock:
+        hit = _config_cache.get(key)
+    if hit is not None:
+        files = [*key, *hit[1].files, *hit[1].includes]
+        if _identity(files) == hit[0]:
+            return hit[1]
+    cfg = gitconfig.load(paths)
+    ident = _identity([*key, *cfg.files, *cfg.includes])
+    with _cache_lock:
+        if len(_config_cache) > 256:
+            _config_cache.clear()
+        _config_cache[key] = (ident, cfg)
+    return cfg
+
+
+def repo_protected(repo: gitconfig.Repo) -> list[str]:
+    """Hook directories and included files one repository's configuration names (absolute paths)."""
+    cfg = load_config(repo.config_files())
+    return [*gitconfig.hook_dirs(cfg, repo), *cfg.includes]
+
+
+def global_protected(tops: Iterable[str | None] = ()) -> list[str]:
+    """What the user's system and global git configuration names: includes, and hook directories
+    (a relative global `core.hooksPath` applies in every repository, so against each of `tops`)."""
+    cfg = load_config(gitconfig.global_config_files())
+    out = list(cfg.includes)
+    out += gitconfig.hook_dirs(cfg, None)
+    for top in tops:
+        if top:
+            out += gitconfig.hook_dirs(cfg, gitconfig.Repo(top, os.path.join(top, ".git"), os.path.join(top, ".git")))
+    return out
+
+
+def enclosing_repos(path: str) -> list[gitconfig.Repo]:
+    """Every repository whose work tree holds `path`: a `.git` in `path` or any ancestor."""
+    out: list[gitconfig.Repo] = []
+    cur = os.fspath(path)
+    while True:
+        dotgit = os.path.join(cur, ".git")
+        if os.path.lexists(dotgit):
+            out.append(gitconfig.repo_at(dotgit))
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return out
+        cur = parent
+
+
+def write_protection(path: Path | str, extra: Iterable[Path | str] = ()) -> str | None:
+    """Why writing the canonical `path` is refused, by every rule; None when it is not protected.
+
+    A repository or global configuration that cannot be read is a refusal
+    (fail closed): it might name a hook directory holding `path`.
+    """
+    p = os.fspath(path)
+    why = protected_reason(p, extra) or layout_reason(p)
+    if why is not None:
+        return why
+    try:
+        repos = enclosing_repos(os.path.dirname(p))
+        named = [*global_protected(r.top for r in repos)]
+        for r in repos:
+            named += repo_protected(r)
+    except gitconfig.GitConfigError:
+        return "a git configuration that cannot be checked"
+    if protected_reason(p, named) is not None:
+        return "a git hook directory or included configuration"
     return None
 
 
 def sandbox_protected_paths(roots: Iterable[Path], extra: Iterable[Path] = ()) -> list[Path]:
-    """Concrete paths the sandbox keeps read-only (or blocks with placeholders) under each writable root."""
+    """Paths the sandbox keeps read-only, or covers with a placeholder when missing, at the top of each root."""
     out: list[Path] = []
     for root in roots:
-        for name in sorted(PROTECTED_NAMES):
+        for name in PLACEHOLDER_NAMES:
             out.append(root / name)
-        for name in sorted(PROTECTED_DIRS):
-            out.append(root / name)
-        out.append(root / ".git" / "hooks")
-        out.append(root / ".git" / "config")
-        out.append(root / ".git" / "info" / "attributes")
     out.extend(Path(e) for e in extra)
-    seen: set[str] = set()
-    uniq: list[Path] = []
-    for p in out:
-        if os.fspath(p) not in seen:
-            seen.add(os.fspath(p))
-            uniq.append(p)
-    return uniq
+    return list(dict.fromkeys(out))

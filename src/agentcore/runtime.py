@@ -8,20 +8,24 @@ cannot redirect a call.
 
 from __future__ import annotations
 
+import bisect
 import codecs
+import functools
 import os
+import re
 import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 
 from .errors import Refusal, ToolFailure
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .patterns.globtext import glob_unescape, has_wildcard
-from .protected import protected_reason
+from .protected import write_protection
 from .rules.evaluator import Decision, Subject
-from .truncation import ByteSpool, LineSpool
+from .truncation import ByteSpool, LineSpool, SidecarAllowance
+from .watchdog import CLOSED_SCREEN, ReadScreen
 
 if TYPE_CHECKING:
     from .asking import AskBroker
@@ -61,6 +65,12 @@ def _not_regular(st: os.stat_result) -> ToolFailure:
     return ToolFailure("not_regular", "the path is not a regular file")
 
 
+def _refuse_linked(st: os.stat_result) -> None:
+    """A regular file with other hard links is never opened or replaced (CAP-13), checked at the moment of use."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise Refusal("capability", "hard_link", "the file has other hard links, which may lie outside the scope")
+
+
 def _hides(decision: Decision) -> bool:
     """Whether a decision keeps a path out of search results: a deny, or an ask that a rule made.
 
@@ -72,18 +82,152 @@ def _hides(decision: Decision) -> bool:
     return decision.action == "deny" or (decision.action == "ask" and decision.rule is not None)
 
 
+_GLOB_META = re.compile(r"[*?\[\]{}\\/\0]")
+_N = TypeVar("_N", str, bytes)
+
+
+def _trie(words: Sequence[str]) -> dict[str, Any]:
+    """A character trie of `words` in which a word that contains a shorter one as a prefix is dropped (it adds nothing)."""
+    root: dict[str, Any] = {}
+    for word in sorted(set(words), key=len):
+        node = root
+        for ch in word:
+            if "" in node:
+                break  # a shorter word ends here: every text with `word` already has it
+            node = node.setdefault(ch, {})
+        else:
+            node.clear()
+            node[""] = {}
+    return root
+
+
+def _trie_regex(node: dict[str, Any]) -> str:
+    if "" in node:
+        return ""
+    parts = [re.escape(ch) + _trie_regex(child) for ch, child in sorted(node.items())]
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+@functools.lru_cache(maxsize=16)
+def _marker_regexes(markers: tuple[str, ...]) -> tuple["re.Pattern[str]", "re.Pattern[bytes]"]:
+    """One pass for all markers: a trie-shaped alternation is far cheaper for `re` than one find per marker."""
+    pattern = _trie_regex(_trie(markers))
+    return re.compile(pattern), re.compile(pattern.encode("utf-8", "surrogateescape"))
+
+
+def _marked(names: Sequence[_N], markers: tuple[str, ...]) -> list[int]:
+    """Indices of the names that contain a marker after lower-casing: whole-list scans, Python work only per hit."""
+    if not names or not markers:
+        return []
+    text_rx, bytes_rx = _marker_regexes(markers)
+    text: str | bytes
+    if isinstance(names[0], bytes):
+        joined = b"\0".join(names)  # type: ignore[arg-type]
+        if joined.isascii():
+            text = joined.lower()  # ASCII: lower() keeps every offset
+            hits = [m.start() for m in bytes_rx.finditer(text)]
+            sep = b"\0"
+        else:
+            text = joined.decode("utf-8", "surrogateescape").lower()
+            hits = [m.start() for m in text_rx.finditer(text)]
+            sep = "\0"  # type: ignore[assignment]
+    else:
+        text = "\0".join(names).lower()  # type: ignore[arg-type]
+        hits = [m.start() for m in text_rx.finditer(text)]
+        sep = "\0"  # type: ignore[assignment]
+    if not hits:
+        return []
+    # lower() may change lengths outside ASCII: locate names by the separators of the lowered text.
+    seps = [m.start() for m in re.finditer(re.escape(sep), text)]  # type: ignore[call-overload]
+    return sorted({bisect.bisect_left(seps, at) for at in hits})
+
+
+@dataclass
+class SearchScope:
+    """Which results of one search are shown, and how many were withheld (PERM-14, FILE-13).
+
+    Three filters: fs.read (a path outside it is simply not there), the
+    rules (`visible`, decided once per search by `ScopedFS.tree_filter`), and
+    the watchdog's `ReadScreen`. Paths in fs.read that the rules or the
+    screen hide are counted in `withheld`; which ones is never told.
+    """
+
+    rules: Callable[[str], bool] | None
+    """None: no rule hides anything beneath the root."""
+    in_scope: Callable[[str], bool]
+    screen: ReadScreen
+    markers: tuple[str, ...] | None
+    withheld: int = 0
+
+    def withheld_among(self, names: Sequence[_N], prefix: str) -> set[int]:
+        """Indices of the `names` (relative to the directory `prefix`, which ends in `/`) that the screen withholds."""
+        if self.markers == () or not names:
+            return set()
+        candidates = range(len(names)) if self.markers is None else _marked(names, self.markers)
+        return {i for i in candidates if self._withholds(prefix + _as_text(names[i]))}
+
+    def screen_out(self, names: list[_N], prefix: str) -> list[_N]:
+        """`names` without those the screen withholds, which are counted."""
+        drop = self.withheld_among(names, prefix)
+        if not drop:
+            return names
+        self.withheld += len(drop)
+        return [n for i, n in enumerate(names) if i not in drop]
+
+    def shows(self, path: str) -> bool:
+        """The rules' verdict on one path already screened; a hidden path in fs.read is counted."""
+        if self.rules is None or self.rules(path):
+            return True
+        if self.in_scope(path):
+            self.withheld += 1
+        return False
+
+    def _withholds(self, path: str) -> bool:
+        try:
+            return bool(self.screen.withholds(path))
+        except Exception:  # a screen that cannot answer for a path withholds it
+            return True
+
+
+def _as_text(name: str | bytes) -> str:
+    return name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+
+
+def screen_markers(screen: ReadScreen, root: str) -> tuple[str, ...] | None:
+    """The screen's markers for `root`, or None when it gives none usable (each must be a non-empty glob-free name part)."""
+    try:
+        markers = screen.markers(root)
+    except Exception:
+        return None
+    if markers is None:
+        return None
+    out = tuple(markers)
+    if not all(isinstance(m, str) and m and m == m.lower() and not _GLOB_META.search(m) for m in out):
+        return None
+    return out
+
+
 class ScopedFS:
-    def __init__(self, manifest: "CompiledManifest", session: "Session", tool: str) -> None:
+    def __init__(self, manifest: "CompiledManifest", session: "Session", tool: str, screen: ReadScreen = CLOSED_SCREEN) -> None:
         self._m = manifest
         self._s = session
         self._tool = tool
+        self._screen = screen
+
+    def search_scope(self, root: str) -> SearchScope:
+        """What a search from the canonical `root` may show: fs.read, the rules and the watchdog's read screen.
+
+        `root` is the directory the results' relative names start from (for a
+        file, its directory).
+        """
+        return SearchScope(self.tree_filter(root), self.may_read, self._screen, screen_markers(self._screen, root))
 
     # -- scope -------------------------------------------------------------
     def may_read(self, path: str) -> bool:
         return is_within(path, self._s.workdir) or self._m.effective.can_read(path)
 
     def may_write(self, path: str) -> bool:
-        return self._m.effective.can_write(path) and protected_reason(path, self._m.protected_files) is None
+        return self._m.effective.can_write(path) and write_protection(path, self._m.protected_files) is None
 
     def visible(self, path: str) -> bool:
         """A search result is shown only if it is readable and no rule denies reading it or asks first (PERM-14)."""
@@ -179,13 +323,19 @@ class ScopedFS:
         self._recheck(path, "read")
         try:
             # O_NONBLOCK: opening a FIFO must not hang the call; regular files ignore it.
-            return open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
         except PathRefused as exc:
             raise ToolFailure(exc.code, exc.message) from None
         except FileNotFoundError:
             raise ToolFailure("not_found", "the file does not exist") from None
         except PermissionError:
             raise ToolFailure("permission_denied", "the operating system refused to open the file") from None
+        try:
+            _refuse_linked(os.fstat(fd))  # on what was opened: a link made after the check counts too
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def read_bytes(self, path: Path, limit: int) -> bytes:
         """The whole file if it has at most `limit` bytes, else a `too_large` refusal (layer `limit`)."""
@@ -242,6 +392,9 @@ class ScopedFS:
                     raise ToolFailure("symlink_race", "the target became a symlink after the check")
                 if not stat.S_ISREG(st.st_mode):
                     raise _not_regular(st)
+                # The rename would not write through the link, but the other names keep the
+                # old content under a path the agent was shown: one rule for every file tool.
+                _refuse_linked(st)
                 mode = stat.S_IMODE(st.st_mode)
                 created = False
             except FileNotFoundError:
@@ -324,6 +477,8 @@ class Runtime:
     engine: SubagentHost | None = None  # for `task`: runs child agents
     extra: dict[str, Any] = field(default_factory=dict)
     progress: Progress | None = None  # set when someone observes this call
+    sidecars: SidecarAllowance | None = None
+    """What this call may write to sidecars (TRUNC-9); every spool of the call draws on it."""
 
     def output_sink(self, spool: ByteSpool) -> "OutputSink":
         """Where a tool streams process output: the spool, and the call's observers when any listen."""
@@ -334,12 +489,21 @@ class Runtime:
         if self.progress is not None:
             await self.progress("progress", text)
 
+    def __post_init__(self) -> None:
+        if self.sidecars is None:
+            self.sidecars = SidecarAllowance(self.limits.sidecar_bytes, self.session.sidecar_budget)
+
     @property
     def limits(self):  # noqa: ANN201 - Limits
         return self.manifest.limits
 
+    @property
+    def output_capped(self) -> bool:
+        """Whether some output of this call was cut at the sidecar cap."""
+        return self.sidecars is not None and self.sidecars.capped
+
     def byte_spool(self, limit: int) -> ByteSpool:
-        return ByteSpool(self.session.workdir, self.tool_id, limit)
+        return ByteSpool(self.session.workdir, self.tool_id, limit, self.sidecars)
 
     def line_spool(self, limit: int) -> LineSpool:
-        return LineSpool(self.session.workdir, self.tool_id, limit)
+        return LineSpool(self.session.workdir, self.tool_id, limit, self.sidecars)

@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -16,8 +17,10 @@ from typing import Any, Callable
 import anyio
 from wcmatch import glob as wcglob
 
+from .limits import Limits
 from .rules.evaluator import RuleEvaluator
 from .rules.model import CompiledRule, Rule, compile_rules
+from .truncation import SidecarBudget
 from .variables import Bindings
 
 
@@ -56,6 +59,7 @@ class Session:
         parent: "Session | None" = None,
         parent_call_id: str | None = None,
         workdir_root: Path | None = None,
+        sidecar_bytes: int | None = None,
     ) -> None:
         self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
         self.workspace = workspace
@@ -70,10 +74,18 @@ class Session:
         # Resolved so the sidecar paths handed to the model are canonical and
         # pass the capability check when read back.
         self.workdir = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"agentcore-{self.id}-", dir=root)))
+        # A session nobody closed still leaves nothing behind: its directory goes when the
+        # object does, or when the interpreter exits (not after a SIGKILL).
+        self._cleanup = weakref.finalize(self, shutil.rmtree, os.fspath(self.workdir), True)
         self.stores = SessionStores()
+        # TRUNC-9: the sidecars of this session and of its children share the tree's cap.
+        limit = Limits().session_sidecar_bytes if sidecar_bytes is None else sidecar_bytes
+        self.sidecar_budget = SidecarBudget(limit, parent.sidecar_budget if parent is not None else None)
         self._manifest_rules = manifest_rules
         self._project_rules = project_rules
         self._session_rules: list[CompiledRule] = []
+        # Rules as written, counted before expansion: a rule's index is its position here (PERM-13).
+        self._session_rule_count = 0
         self._engine: RuleEvaluator | None = None
         self._scopes: set[anyio.CancelScope] = set()
         self._on_close: list[Callable[[], None]] = []
@@ -99,12 +111,16 @@ class Session:
         self._engine = None
 
     def add_session_rule(self, permission: str, pattern: str, action: str) -> None:
-        rule = Rule(permission, pattern, action, scope="session", index=len(self._session_rules))  # type: ignore[arg-type]
+        """Append one rule to the session scope; index 0 is the sidecar rule, the rest follow in the order added."""
+        rule = Rule(permission, pattern, action, scope="session", index=self._session_rule_count)  # type: ignore[arg-type]
+        # A multi-valued or empty expansion yields several or no compiled rules, but one index.
         self._session_rules.extend(compile_rules([rule], self.bindings))
+        self._session_rule_count += 1
         self._engine = None
 
     def set_session_rules(self, rules: list[tuple[str, str, str]]) -> None:
         self._session_rules = []
+        self._session_rule_count = 0
         self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)
@@ -163,7 +179,8 @@ class Session:
                 callback()
             except Exception:  # one failing callback must not keep the others (or the cleanup) from running
                 logging.getLogger("agentcore.session").exception("a session close callback failed")
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._cleanup()
+        self.sidecar_budget.close()
         self.closed = True
 
     def __enter__(self) -> "Session":

@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from wcmatch import glob as wcglob
 
 from .errors import CompileError
+from .textdata import did_you_mean
 
 KNOWN_VARIABLES = ("workspace", "ad-hoc", "user-data")
 _VAR = re.compile(r"(?<!\\)\{([^{}]*)\}")
@@ -70,7 +71,7 @@ def expand(pattern: str, bindings: Bindings, *, escape: bool = True, where: str 
     for name in names:
         if name not in KNOWN_VARIABLES:
             raise CompileError(
-                f"unknown variable {{{name}}}; known variables are "
+                f"unknown variable {{{name}}}{did_you_mean('{' + name + '}', ['{' + v + '}' for v in KNOWN_VARIABLES])}; known variables are "
                 + ", ".join(f"{{{v}}}" for v in KNOWN_VARIABLES),
                 location=where or None,
             )

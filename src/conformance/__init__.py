@@ -9,8 +9,8 @@ protocol operations, so a harness never sees a case id or description.
 from __future__ import annotations
 
 PROTOCOL_VERSION = 1
-SUITE_VERSION = "1.1.0"
+SUITE_VERSION = "2.0.0"
 # The SPEC.md revision the cases are written against (SPEC.md, "Revision N").
-SPEC_REVISION = "2"
+SPEC_REVISION = "3"
 
 __all__ = ["PROTOCOL_VERSION", "SUITE_VERSION", "SPEC_REVISION"]

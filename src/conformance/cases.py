@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
 from jsonschema import Draft202012Validator
 
 CASES_DIR = Path(__file__).parent / "cases"
@@ -41,10 +43,11 @@ _RULE = {
     "additionalProperties": False,
 }
 _PRED_PROPS: dict[str, Any] = {p: {} for p in PREDICATES}
+_PROFILE_PROPS: dict[str, Any] = {"profile": {"enum": ["rfc", "spec"]}, "choice": {"type": "string"}}
 _CHECK = {
     "type": "object",
     "required": ["pointer"],
-    "properties": {"pointer": {"type": "string"}, **_PRED_PROPS},
+    "properties": {"pointer": {"type": "string"}, **_PRED_PROPS, **_PROFILE_PROPS},
     "additionalProperties": False,
     "minProperties": 2,
 }
@@ -59,6 +62,7 @@ _EXPECT = {
         "code": {"type": "string"},
         "kind": {"type": "string"},
         "checks": {"type": "array", "items": _CHECK},
+        **_PROFILE_PROPS,
     },
     "additionalProperties": False,
 }
@@ -73,6 +77,7 @@ _FILE_CHECK = {
         "is_symlink": {"type": "boolean"},
         "is_dir": {"type": "boolean"},
         "size": {},
+        "max_size": {},
         "mode": {"type": "string"},
         "unchanged": {"type": "boolean"},
     },
@@ -84,6 +89,7 @@ _FILE_SETUP = {
         "path": {"type": "string"},
         "content": {"type": "string"},
         "symlink": {"type": "string"},
+        "hardlink": {"type": "string"},
         "dir": {"type": "boolean"},
         "bytes_hex": {"type": "string"},
         "mode": {"type": "string"},
@@ -96,7 +102,7 @@ _FILE_SETUP = {
 _ROUTE = {
     "type": "object",
     "properties": {
-        "status": {"type": "integer", "minimum": 100, "maximum": 599},
+        "status": {"anyOf": [{"type": "integer", "minimum": 100, "maximum": 599}, _TEMPLATED]},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},
         "body": {"type": "string"},
         "repeat": {},
@@ -153,6 +159,8 @@ _STEP = {
                     "type": "object",
                     "properties": {
                         "manifest": {},
+                        "manifest_text": {"type": "string"},
+                        "manifest_format": {"enum": ["yaml", "json"]},
                         "agent": {"type": "string"},
                         "workspace": {"type": ["boolean", "string"]},
                         "bindings": {"type": "object"},
@@ -216,6 +224,7 @@ CASE_SCHEMA: dict[str, Any] = {
         "requirements": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"}},
         "level": {"enum": list(LEVELS)},
         "features": {"type": "array", "items": {"type": "string"}},
+        **_PROFILE_PROPS,
         "catches": {"type": "array", "minItems": 1, "items": {"type": "string"}},
         "metamorphic": {"type": "array", "items": {"enum": list(METAMORPHIC)}},
         "generate": {"type": "object"},
@@ -258,10 +267,28 @@ class Case:
     steps: tuple[dict[str, Any], ...]
     source: Path
     raw_digest: str = field(compare=False, default="")
+    profile: str | None = None
+    choice: str | None = None
 
     def tools(self) -> set[str]:
         """Every tool the case calls (enabling a tool in a manifest needs no feature: LOCK-1)."""
         return {s["call"]["tool"] for s in self.steps if "call" in s and s["call"]["tool"] in LOCKED_TOOLS}
+
+    def expects(self) -> list[dict[str, Any]]:
+        return [s["expect"] for s in self.steps if isinstance(s.get("expect"), dict)]
+
+    def manifests(self) -> list[Any]:
+        return [self.setup.get("manifest")] + [s["compile"].get("manifest") for s in self.steps if "compile" in s]
+
+    def all_rules(self) -> list[dict[str, Any]]:
+        rules: list[Any] = []
+        for m in self.manifests():
+            if isinstance(m, dict) and isinstance(m.get("rules"), list):
+                rules += m["rules"]
+        for scope in ("project", "session"):
+            rules += self.setup.get("rules", {}).get(scope) or []
+        rules += [r for s in self.steps if "set_rules" in s for r in (s["set_rules"].get("rules") or [])]
+        return [r for r in rules if isinstance(r, dict)]
 
     def needed_features(self) -> frozenset[str]:
         feats = set(self.features)
@@ -274,16 +301,56 @@ class Case:
             feats.add("rules.session")
         if "watchdog" in self.setup or any("watchdog" in s.get("compile", {}) for s in self.steps):
             feats.add("watchdog.host")
-        manifests = [self.setup.get("manifest")] + [s["compile"].get("manifest") for s in self.steps if "compile" in s]
-        if any(isinstance(m, dict) and "limits" in m for m in manifests):
+        if any("manifest_text" in s.get("compile", {}) for s in self.steps):
+            feats.add("manifest.text")
+        if any(isinstance(m, dict) and "limits" in m for m in self.manifests()):
             feats.add("limits")
-        if any(isinstance(m, dict) and "mcp" in m for m in manifests):
+        if any(isinstance(m, dict) and "mcp" in m for m in self.manifests()):
             feats.add("mcp")
         if "http" in self.setup or any("served" in s for s in self.steps):
             feats.add("fixture.http")
         if any("symlink" in f for f in self.setup.get("files", [])) or any("symlink" in f for s in self.steps for f in s.get("mutate", [])):
             feats.add("symlinks")
-        return frozenset(feats)
+        if any("hardlink" in f for f in self.setup.get("files", [])) or any("hardlink" in f for s in self.steps for f in s.get("mutate", [])):
+            feats.add("hardlinks")
+        return frozenset(feats | self.layer_needs())
+
+    def layer_needs(self) -> set[str]:
+        """The layer features (HARNESS.md) a case needs, from what it expects and what it sets up."""
+        areas = {r.split("-")[0] for r in self.requirements}
+        expects = self.expects()
+        outcomes = {str(e.get("outcome", "")) for e in expects}
+        layers = {str(e.get("layer")) for e in expects if "layer" in e}
+        templated = {o for o in outcomes | layers if o.startswith("${")}
+        needs: set[str] = set()
+        if "compile_error" in outcomes or templated & outcomes:
+            needs.add("manifest")
+        if "capability" in layers or templated & layers or areas & {"CAP", "REQ", "VAR", "ENV"} or set(self.requirements) & _SCOPE_REQUIREMENTS:
+            needs.add("capability")
+        if self._needs_rules(areas, outcomes, layers | templated):
+            needs.add("rules")
+        compile_checks = [c for s in self.steps if "compile" in s for c in s.get("expect", {}).get("checks", [])]
+        if any(str(c.get("pointer", "")).startswith(("/effective", "/tools")) for c in compile_checks):
+            needs.add("compile.describe")
+        return needs
+
+    def _needs_rules(self, areas: set[str], outcomes: set[str], layers: set[str]) -> bool:
+        if areas & {"PERM", "ASK"} or "ask" in outcomes or layers & {"permission", "ask"} or any(l.startswith("${") for l in layers):
+            return True
+        if any("set_rules" in s or "answer" in s for s in self.steps) or self.setup.get("rules"):
+            return True
+        rules = self.all_rules()
+        if any(r.get("action") != "allow" for r in rules):
+            return True
+        # Without a catch-all allow, a call no rule matches would ask (PERM-9): the case relies on rules.
+        for m in self.manifests():
+            if isinstance(m, dict) and not any(r.get("pattern") == "*" and r.get("action") == "allow" for r in m.get("rules") or [] if isinstance(r, dict)):
+                return bool(self.tools())
+        return False
+
+
+# Requirements whose cases rely on the capability check keeping something out even without expecting its refusal.
+_SCOPE_REQUIREMENTS = frozenset({"LOCK-5", "FILE-7", "FILE-13", "PERM-14", "SKILL-1", "SRCH-1", "NET-5", "NET-9"})
 
 
 def _area_of(path: Path) -> str:
@@ -293,7 +360,7 @@ def _area_of(path: Path) -> str:
 def load_case(path: Path) -> Case:
     text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise CaseError(f"{path}: invalid YAML: {exc}") from None
     errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
@@ -317,6 +384,8 @@ def load_case(path: Path) -> Case:
         steps=tuple(data["steps"]),
         source=path,
         raw_digest=hashlib.sha256(text.encode()).hexdigest(),
+        profile=data.get("profile"),
+        choice=data.get("choice"),
     )
 
 

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 MISSING = object()
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -88,11 +88,87 @@ def _text_of(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
 
 
+def _contains(value: Any, want: Any) -> bool:
+    if isinstance(value, str):
+        return isinstance(want, str) and want in value
+    if isinstance(value, (list, dict)):
+        return want in value
+    return False
+
+
+def _not_contains(value: Any, want: Any) -> bool:
+    if isinstance(value, list) and not isinstance(want, str):
+        return want not in value
+    return str(want) not in _text_of(value)
+
+
+def _length(value: Any, want: Any, cmp: Callable[[int, int], bool]) -> bool:
+    return isinstance(value, (str, list, dict)) and cmp(len(value), want)
+
+
+def _quantified(value: Any, want: Mapping[str, Any], how: Callable[[Iterable[bool]], bool]) -> bool:
+    if not isinstance(value, list):
+        return False
+    # A nested `pointer` is resolved inside each item.
+    inner = {k: v for k, v in want.items() if k != "pointer"}
+    at = want.get("pointer", "")
+    return how(not predicate_failures(resolve(item, at), inner) for item in value)
+
+
+def _sorted(value: Any, want: Any) -> bool:
+    if not isinstance(value, list):
+        return False
+    keys = [_text_of(v).encode("utf-8") for v in value]
+    return (keys == sorted(keys)) == bool(want)
+
+
+def _file_content(value: Any, want: Any) -> bool:
+    try:
+        return isinstance(value, str) and Path(value).read_bytes() == want.encode("utf-8")
+    except OSError:
+        return False
+
+
+def _type(value: Any, want: Any) -> bool:
+    names = want if isinstance(want, list) else [want]
+    return any(_is_type(value, n) for n in names)
+
+
+# Each predicate: (value, wanted) -> holds. `exists` is handled before these (it accepts MISSING).
+PREDICATE_FUNCS: dict[str, Callable[[Any, Any], bool]] = {
+    "equals": _json_equal,
+    "not_equals": lambda v, w: not _json_equal(v, w),
+    "one_of": lambda v, w: any(_json_equal(v, x) for x in w),
+    "contains": _contains,
+    "not_contains": _not_contains,
+    "matches": lambda v, w: isinstance(v, str) and re.search(w, v) is not None,
+    "startswith": lambda v, w: isinstance(v, str) and v.startswith(w),
+    "endswith": lambda v, w: isinstance(v, str) and v.endswith(w),
+    "type": _type,
+    "min": lambda v, w: _is_type(v, "number") and v >= w,
+    "max": lambda v, w: _is_type(v, "number") and v <= w,
+    "length": lambda v, w: _length(v, w, lambda a, b: a == b),
+    "min_length": lambda v, w: _length(v, w, lambda a, b: a >= b),
+    "max_length": lambda v, w: _length(v, w, lambda a, b: a <= b),
+    "every": lambda v, w: _quantified(v, w, all),
+    "some": lambda v, w: _quantified(v, w, any),
+    "none": lambda v, w: _quantified(v, w, lambda it: not any(it)),
+    "set_equals": lambda v, w: isinstance(v, list) and len(v) == len(w) and sorted(map(_text_of, v)) == sorted(map(_text_of, w)),
+    "pattern_set": lambda v, w: isinstance(v, list) and sorted(map(_pattern_text, v)) == sorted(map(_pattern_text, w)),
+    "keys": lambda v, w: isinstance(v, dict) and sorted(v) == sorted(w),
+    "sorted": _sorted,
+    "path_exists": lambda v, w: isinstance(v, str) and os.path.lexists(v) == bool(w),
+    "file_content": _file_content,
+}
+# Keys of a check that are not predicates.
+CHECK_META = ("pointer", "profile", "choice", "note")
+
+
 def predicate_failures(value: Any, preds: Mapping[str, Any]) -> list[str]:
     """Messages for every predicate `value` does not satisfy (empty when all hold)."""
     out: list[str] = []
     for name, want in preds.items():
-        if name == "pointer":
+        if name in CHECK_META:
             continue
         if name == "exists":
             if (value is not MISSING) != bool(want):
@@ -101,77 +177,10 @@ def predicate_failures(value: Any, preds: Mapping[str, Any]) -> list[str]:
         if value is MISSING:
             out.append(f"is missing (wanted {name} {_short(want)})")
             continue
-        ok = True
-        if name == "equals":
-            ok = _json_equal(value, want)
-        elif name == "not_equals":
-            ok = not _json_equal(value, want)
-        elif name == "one_of":
-            ok = any(_json_equal(value, w) for w in want)
-        elif name == "contains":
-            if isinstance(value, str):
-                ok = isinstance(want, str) and want in value
-            elif isinstance(value, list):
-                ok = want in value
-            elif isinstance(value, dict):
-                ok = want in value
-            else:
-                ok = False
-        elif name == "not_contains":
-            if isinstance(value, list) and not isinstance(want, str):
-                ok = want not in value
-            else:
-                ok = str(want) not in _text_of(value)
-        elif name == "matches":
-            ok = isinstance(value, str) and re.search(want, value) is not None
-        elif name == "startswith":
-            ok = isinstance(value, str) and value.startswith(want)
-        elif name == "endswith":
-            ok = isinstance(value, str) and value.endswith(want)
-        elif name == "type":
-            names = want if isinstance(want, list) else [want]
-            ok = any(_is_type(value, n) for n in names)
-        elif name == "min":
-            ok = _is_type(value, "number") and value >= want
-        elif name == "max":
-            ok = _is_type(value, "number") and value <= want
-        elif name in ("length", "min_length", "max_length"):
-            if not isinstance(value, (str, list, dict)):
-                ok = False
-            else:
-                n = len(value)
-                ok = n == want if name == "length" else (n >= want if name == "min_length" else n <= want)
-        elif name in ("every", "some", "none"):
-            if not isinstance(value, list):
-                ok = False
-            else:
-                # A nested `pointer` is resolved inside each item.
-                inner = {k: v for k, v in want.items() if k != "pointer"}
-                at = want.get("pointer", "")
-                results = [not predicate_failures(resolve(item, at), inner) for item in value]
-                ok = all(results) if name == "every" else (any(results) if name == "some" else not any(results))
-        elif name == "set_equals":
-            ok = isinstance(value, list) and sorted(map(_text_of, value)) == sorted(map(_text_of, want)) and len(value) == len(want)
-        elif name == "pattern_set":
-            ok = isinstance(value, list) and sorted(map(_pattern_text, value)) == sorted(map(_pattern_text, want))
-        elif name == "keys":
-            ok = isinstance(value, dict) and sorted(value) == sorted(want)
-        elif name == "sorted":
-            if not isinstance(value, list):
-                ok = False
-            else:
-                keys = [_text_of(v).encode("utf-8") for v in value]
-                ok = (keys == sorted(keys)) == bool(want)
-        elif name == "path_exists":
-            ok = isinstance(value, str) and os.path.lexists(value) == bool(want)
-        elif name == "file_content":
-            try:
-                ok = isinstance(value, str) and Path(value).read_bytes() == want.encode("utf-8")
-            except OSError:
-                ok = False
-        else:
+        fn = PREDICATE_FUNCS.get(name)
+        if fn is None:
             raise ValueError(f"unknown predicate {name!r}")
-        if not ok:
+        if not fn(value, want):
             out.append(f"{name} {_short(want)} failed (value {_short(value)})")
     return out
 
@@ -207,13 +216,13 @@ def check_file(path: Path, spec: Mapping[str, Any], snapshot: Mapping[str, bytes
     if "exists" in spec and exists != spec["exists"]:
         fails.append(f"{label}: should {'exist' if spec['exists'] else 'not exist'}")
         return fails
-    if not exists and any(k in spec for k in ("content", "contains", "is_symlink", "is_dir", "size", "mode")):
+    if not exists and any(k in spec for k in ("content", "contains", "is_symlink", "is_dir", "size", "max_size", "mode")):
         return [f"{label}: does not exist"]
     if "is_symlink" in spec and os.path.islink(path) != spec["is_symlink"]:
         fails.append(f"{label}: is_symlink should be {spec['is_symlink']}")
     if "is_dir" in spec and (os.path.isdir(path) and not os.path.islink(path)) != spec["is_dir"]:
         fails.append(f"{label}: is_dir should be {spec['is_dir']}")
-    if "content" in spec or "contains" in spec or "size" in spec:
+    if "content" in spec or "contains" in spec or "size" in spec or "max_size" in spec:
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -224,6 +233,8 @@ def check_file(path: Path, spec: Mapping[str, Any], snapshot: Mapping[str, bytes
             fails.append(f"{label}: does not contain the expected text")
         if "size" in spec and len(data) != int(spec["size"]):
             fails.append(f"{label}: size {len(data)}, expected {spec['size']}")
+        if "max_size" in spec and len(data) > int(spec["max_size"]):
+            fails.append(f"{label}: size {len(data)}, expected at most {spec['max_size']}")
     if "mode" in spec:
         mode = stat.S_IMODE(os.lstat(path).st_mode)
         if mode != int(spec["mode"], 8):

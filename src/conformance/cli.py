@@ -1,8 +1,11 @@
 """`agentcore conformance ...` and `python -m conformance ...`.
 
-Subcommands: `run` (run the suite against an implementation), `trace`
+Subcommands: `run` (run the suite against an implementation), `smoke`
+(tell a broken harness from a non-conforming implementation), `trace`
 (requirement coverage: cases, exclusions, problems), `selftest` (the suite
-checks itself against the broken implementations) and `list` (the cases).
+checks itself: against the broken implementations and, with `--mutants`,
+against the protocol-level mutants) and `list` (the cases, the mutants,
+what a harness needs per area).
 `add_subcommand(subparsers)` plugs them into the `agentcore` parser; every
 parser sets `func`, and `run(args)` dispatches.
 """
@@ -22,8 +25,11 @@ FORMATS = ("jsonl", "junit", "markdown", "badge")
 FILE_NAMES = {"jsonl": "report.jsonl", "junit": "junit.xml", "markdown": "summary.md", "badge": "badge.json"}
 
 
+SUBCOMMANDS = "run, smoke, trace, selftest, list"
+
+
 def _configure(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="conformance_command", required=True)
+    sub = p.add_subparsers(dest="conformance_command", required=True, metavar="{run,smoke,trace,selftest,list}")
     r = sub.add_parser("run", help="run the conformance suite against an implementation")
     r.add_argument("--impl", help="command:<command line> | broken:<name> | inprocess (default: our engine, in-process)")
     r.add_argument("--seed", type=int, help="seed for generated values (default: random; printed)")
@@ -33,48 +39,65 @@ def _configure(p: argparse.ArgumentParser) -> None:
     r.add_argument("--case", action="append", default=[], metavar="GLOB", help="only cases whose id (or area/id) matches; repeatable")
     r.add_argument("--timeout", type=float, default=15.0, help="seconds allowed per request (default 15)")
     r.add_argument("--strict", action="store_true", help="SHOULD and MAY failures fail the run too")
+    r.add_argument("--profile", choices=PROFILE_CHOICES, default="spec", help="judge the run by every check (spec, default) or only by checks that restate the Grida RFC (rfc); reports show both")
+    r.add_argument("--all-checks", action="store_true", help="report every failing check of a case, not only the first")
+    r.add_argument("--mutant", metavar="NAME", help="run through the mutating proxy with this mutant (see `list --mutants`)")
     r.add_argument("--spec", type=Path, help="SPEC.md for the requirement table of the Markdown summary")
     r.add_argument("--quiet", action="store_true", help="no progress display")
     r.set_defaults(func=run)
-    t = sub.add_parser("trace", help="requirement coverage: which cases check each SPEC.md requirement")
-    t.add_argument("--spec", type=Path)
+    sm = sub.add_parser("smoke", help="tell a broken harness from a non-conforming implementation (a few fixed operations)")
+    sm.add_argument("--impl", help="the implementation: command:<command line> | broken:<name> | inprocess")
+    sm.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each reply")
+    sm.add_argument("--json", action="store_true", help="print the result as JSON")
+    sm.set_defaults(func=run)
+    t = sub.add_parser("trace", help="requirement coverage: which cases check each MUST and SHOULD, and why the rest are excluded")
+    t.add_argument("--spec", type=Path, help="the SPEC.md to trace (default: the packaged one)")
     t.add_argument("--report", type=Path, help="a JSON Lines report: show what a real run emitted per requirement")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--json", action="store_true", help="print the trace as JSON")
     t.set_defaults(func=run)
-    st = sub.add_parser("selftest", help="check the suite itself: traceability, and that every case fails against the broken implementations it names")
-    st.add_argument("--seed", type=int, default=1)
-    st.add_argument("--json", action="store_true")
+    st = sub.add_parser("selftest", help="check the suite itself: traceability, the broken implementations, and (--mutants) the protocol-level mutants")
+    st.add_argument("--seed", type=int, action="append", help="seed(s); repeatable (default 1)")
+    st.add_argument("--seeds", type=int, help="use this many seeds (1..N) instead")
+    st.add_argument("--mutants", action="store_true", help="also run every mutant through the proxy: each must fire and be caught on every seed")
+    st.add_argument("--only-mutants", action="store_true", help="run the mutants only (skip the broken-implementation matrix)")
+    st.add_argument("--mutant", action="append", metavar="NAME", help="only these mutants (implies --mutants)")
+    st.add_argument("--impl", help="the harness the proxy sits in front of (default: our engine, in-process)")
+    st.add_argument("--json", action="store_true", help="print the result as JSON")
     st.set_defaults(func=run)
-    ls = sub.add_parser("list", help="list the cases")
-    ls.add_argument("--case", action="append", default=[], metavar="GLOB")
+    ls = sub.add_parser("list", help="list the cases (with their profile and needed features), the mutants, or what a harness needs per area")
+    ls.add_argument("--case", action="append", default=[], metavar="GLOB", help="only cases whose id matches; repeatable")
+    ls.add_argument("--mutants", action="store_true", help="list the protocol-level mutants")
+    ls.add_argument("--needs", action="store_true", help="per area: the features every case needs and those that unlock more")
     ls.set_defaults(func=run)
 
 
+PROFILE_CHOICES = ("spec", "rfc")
+
+
 def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("conformance", help="the conformance suite (run, trace, list)")
+    p = subparsers.add_parser(
+        "conformance",
+        help=f"the conformance suite ({SUBCOMMANDS})",
+        description=f"The agent tool-spec conformance suite. Subcommands: {SUBCOMMANDS}.",
+    )
     _configure(p)
     p.set_defaults(func=run)
     return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m conformance", description="The agent tool-spec conformance suite.")
+    p = argparse.ArgumentParser(prog="python -m conformance", description=f"The agent tool-spec conformance suite. Subcommands: {SUBCOMMANDS}.")
     _configure(p)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    cmd = getattr(args, "conformance_command", None)
-    if cmd == "run":
-        return _cmd_run(args)
-    if cmd == "trace":
-        return _cmd_trace(args)
-    if cmd == "list":
-        return _cmd_list(args)
-    if cmd == "selftest":
-        return _cmd_selftest(args)
-    sys.stderr.write("usage: conformance {run,trace,list} ...\n")
-    return 2
+    commands = {"run": _cmd_run, "smoke": _cmd_smoke, "trace": _cmd_trace, "list": _cmd_list, "selftest": _cmd_selftest}
+    handler = commands.get(getattr(args, "conformance_command", None) or "")
+    if handler is None:
+        sys.stderr.write("usage: conformance {run,smoke,trace,selftest,list} ...\n")
+        return 2
+    return handler(args)
 
 
 # -- run ---------------------------------------------------------------------------------------
@@ -118,15 +141,18 @@ async def execute(
     timeout: float = 15.0,
     on_result: Any = None,
     cases_root: Path | None = None,
+    profile: str = "spec",
+    all_checks: bool = False,
+    mutant: str | None = None,
 ) -> tuple[dict[str, Any], list[Any], float, int]:
     """Run the suite: (header, results, seconds, harness restarts). Used by the CLI and the tests."""
     from .cases import load_cases, suite_digest
     from .connectors import HarnessClient, transport_for
     from .report import header
-    from .runner import run_suite
+    from .runner import RunOptions, run_suite
 
     cases = load_cases(cases_root, patterns)
-    transport = transport_for(impl)
+    transport = transport_for(impl, mutant=mutant)
     started = time.perf_counter()
     async with HarnessClient(transport, timeout=timeout) as client:
         head = header(
@@ -136,8 +162,9 @@ async def execute(
             features=client.features,
             connector=transport.description,
             case_count=len(cases),
+            profile=profile,
         )
-        results = await run_suite(client, cases, seed, on_result)
+        results = await run_suite(client, cases, seed, on_result, RunOptions(all_checks=all_checks))
         restarts = client.restarts
     return head, results, time.perf_counter() - started, restarts
 
@@ -148,7 +175,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .cases import CaseError, load_cases
     from .connectors import HarnessFault
     from .expectations import judge, load_expectations
-    from .report import badge, footer, jsonl, junit, markdown
+    from .report import badge, footer, jsonl, junit
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     err = sys.stderr
@@ -162,7 +189,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = Progress(err, quiet=args.quiet)
     try:
         head, results, seconds, restarts = anyio.run(
-            lambda: execute(args.impl, seed=seed, patterns=args.case, timeout=args.timeout, on_result=progress)
+            lambda: execute(
+                args.impl, seed=seed, patterns=args.case, timeout=args.timeout, on_result=progress,
+                profile=args.profile, all_checks=args.all_checks, mutant=args.mutant,
+            )
         )
     except HarnessFault as exc:
         err.write(f"conformance: the implementation could not be started: {exc.message}\n")
@@ -170,20 +200,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, CaseError, OSError) as exc:
         err.write(f"conformance: {exc}\n")
         return 2
-    verdict = judge(results, expectations, strict=args.strict, all_ids=all_ids if not args.case else None)
+    verdict = judge(results, expectations, strict=args.strict, all_ids=all_ids if not args.case else None, profile=args.profile)
     foot = footer(results, duration_s=seconds, restarts=restarts, verdict=verdict.to_json())
-    requirements = None
-    if args.spec or "markdown" in (args.format or FORMATS):
-        try:
-            from .spec_ids import load_requirements
-
-            requirements = load_requirements(args.spec)
-        except Exception:
-            requirements = None
     rendered = {
         "jsonl": lambda: jsonl(head, results, foot),
         "junit": lambda: junit(head, results),
-        "markdown": lambda: markdown(head, results, foot, requirements),
+        "markdown": lambda: _markdown(args, head, results, foot),
         "badge": lambda: json.dumps(badge(head, results), indent=2) + "\n",
     }
     if args.output:
@@ -194,17 +216,62 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         for fmt in args.format or ["jsonl"]:
             sys.stdout.write(rendered[fmt]())
-    c = foot["counts"]
+    c, rc = foot["counts"], foot["rfc_counts"]
     err.write(
         f"conformance: {len(results)} cases in {seconds:.1f} s: "
         + ", ".join(f"{k} {v}" for k, v in c.items() if v)
-        + f"; unexpected {len(verdict.unexpected)}, stale {len(verdict.stale)}, expected {len(verdict.expected)}\n"
+        + " (rfc profile: " + ", ".join(f"{k} {v}" for k, v in rc.items() if v) + ")"
+        + f"; judged by {args.profile}: unexpected {len(verdict.unexpected)}, stale {len(verdict.stale)}, expected {len(verdict.expected)}\n"
     )
     for cid in verdict.unexpected:
         err.write(f"  unexpected failure: {cid}\n")
     for cid in verdict.stale:
         err.write(f"  stale expectation (passes now, or no such case): {cid}\n")
     return 0 if verdict.ok else 1
+
+
+def _markdown(args: argparse.Namespace, head: dict[str, Any], results: list[Any], foot: dict[str, Any]) -> str:
+    from .cases import load_cases
+    from .needs import needs_markdown
+    from .profiles import load_profiles
+    from .report import markdown
+    from .traceability import load_exclusions
+
+    try:
+        from .spec_ids import load_requirements
+
+        requirements = load_requirements(args.spec)
+    except Exception:
+        requirements = None
+    cases = load_cases(None, args.case)
+    return markdown(
+        head, results, foot, requirements,
+        exclusions=load_exclusions(),
+        needs=needs_markdown(cases, head.get("features", [])),
+        choice_titles=load_profiles().titles,
+    )
+
+
+def _cmd_smoke(args: argparse.Namespace) -> int:
+    import anyio
+
+    from .smoke import smoke
+
+    try:
+        report = anyio.run(lambda: smoke(args.impl, timeout=args.timeout))
+    except ValueError as exc:
+        sys.stderr.write(f"conformance: {exc}\n")
+        return 2
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        return report.exit_code
+    impl = report.implementation
+    sys.stdout.write(f"implementation: {impl.get('name', '?')} {impl.get('version', '')} ({impl.get('language', '?')}); features: {', '.join(report.features) or 'none'}\n")
+    for step in report.steps:
+        line = f"  {step.name:<28} protocol {step.protocol:<15} conformance {step.conformance}"
+        sys.stdout.write(line + (f"  — {step.message}" if step.message else "") + "\n")
+    sys.stdout.write(report.verdict() + "\n")
+    return report.exit_code
 
 
 # -- trace / list --------------------------------------------------------------------------------
@@ -247,39 +314,92 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     return 1 if t.problems else 0
 
 
+def _seeds(args: argparse.Namespace) -> list[int]:
+    if args.seeds:
+        return list(range(1, args.seeds + 1))
+    return list(args.seed or [1])
+
+
 def _cmd_selftest(args: argparse.Namespace) -> int:
     import anyio
 
     from .cases import load_cases
-    from .selftest import reference_results, summary, verify_catches
+    from .profiles import load_profiles
+    from .selftest import reference_results, summary, verify_catches, verify_mutants
     from .spec_ids import load_requirements
     from .traceability import load_exclusions, trace
 
     cases = load_cases()
-    t = trace(load_requirements(), cases, load_exclusions())
+    reqs = load_requirements()
+    t = trace(reqs, cases, load_exclusions())
+    seeds = _seeds(args)
+    mutants = bool(args.mutants or args.mutant or args.only_mutants)
+    out: dict[str, Any] = {"traceability": t.problems + load_profiles().problems(reqs)}
+    problems = list(out["traceability"])
+    started = time.perf_counter()
 
     async def matrix() -> Any:
-        ref = await reference_results(cases, args.seed)
-        return await verify_catches(cases, ref, args.seed)
+        ref = await reference_results(cases, seeds[0], args.impl)
+        return await verify_catches(cases, ref, seeds[0])
 
-    report = anyio.run(matrix)
-    problems = t.problems + report.problems
+    if not args.only_mutants:
+        report = anyio.run(matrix)
+        problems += report.problems
+        out.update(summary(report))
+        if not args.json:
+            sys.stdout.write(f"{len(cases)} cases, {report.runs} broken-implementation runs\n")
+            for cid, status in report.inconclusive:
+                sys.stdout.write(f"inconclusive (reference {status}): {cid}\n")
+    if mutants:
+        mreport = anyio.run(lambda: verify_mutants(cases, seeds, impl=args.impl, names=args.mutant))
+        problems += mreport.problems
+        out["mutants"] = mreport.to_json()
+        if not args.json:
+            _print_mutants(mreport)
+    out["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
-        sys.stdout.write(json.dumps({"traceability": t.problems, **summary(report)}, indent=2) + "\n")
+        out["problems"] = problems
+        sys.stdout.write(json.dumps(out, indent=2, default=sorted) + "\n")
     else:
-        sys.stdout.write(f"{len(cases)} cases, {report.runs} broken-implementation runs\n")
-        for cid, status in report.inconclusive:
-            sys.stdout.write(f"inconclusive (reference {status}): {cid}\n")
         for p in problems:
             sys.stdout.write(f"PROBLEM: {p}\n")
+        sys.stdout.write(f"selftest: {len(problems)} problem(s) in {out['seconds']} s\n")
     return 1 if problems else 0
+
+
+def _print_mutants(report: Any) -> None:
+    rows = report.per_mutant()
+    seeds = set(report.seeds)
+    caught = sum(1 for row in rows.values() if row["caught_on_seeds"] == seeds and not row["missed"])
+    sys.stdout.write(f"mutants: {len(rows)} run on seeds {', '.join(map(str, report.seeds))}; caught on every seed: {caught}\n")
+    for name, row in sorted(rows.items()):
+        state = "caught" if row["caught_on_seeds"] == seeds and not row["missed"] else "NOT CAUGHT"
+        sys.stdout.write(f"  {name:<40} {state:<10} fired {row['fired']:>4}x in {', '.join(sorted(row['cases']))}\n")
+    idle = sorted(set(report.planned) - set(rows))
+    if idle:
+        sys.stdout.write(f"not exercised here ({len(idle)}: every case listing them is not applicable to this harness): {', '.join(idle)}\n")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from .cases import load_cases
+    from .profiles import explicit_tag, load_profiles
 
-    for c in load_cases(None, args.case):
-        sys.stdout.write(f"{c.id:<48} {c.level:<6} {','.join(c.requirements):<28} {' '.join(sorted(c.needed_features()))}\n")
+    if args.mutants:
+        from .mutants import MUTANTS
+
+        for name, cls in sorted(MUTANTS.items()):
+            sys.stdout.write(f"{name:<42} {cls.group:<10} {cls.summary}\n")
+        return 0
+    cases = load_cases(None, args.case)
+    if args.needs:
+        from .needs import needs_markdown
+
+        sys.stdout.write("\n".join(needs_markdown(cases)) + "\n")
+        return 0
+    profiles = load_profiles()
+    for c in cases:
+        tag = explicit_tag({"profile": c.profile, "choice": c.choice}, profiles.case_tag(c.requirements))
+        sys.stdout.write(f"{c.id:<52} {c.level:<6} {tag.label():<28} {','.join(c.requirements):<28} {' '.join(sorted(c.needed_features()))}\n")
     return 0
 
 

@@ -14,15 +14,19 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from agentcore.textdata import StructureError, loads_json
+
 from . import PROTOCOL_VERSION
-from .protocol import ProtocolViolation, check_reply
+from .protocol import MAX_MESSAGE_DEPTH, ProtocolViolation, check_reply, request_problem
 
 STDERR_TAIL = 4096
 
@@ -51,6 +55,7 @@ class CommandTransport:
         self._buf = b""
         self._stderr = bytearray()
         self._tg: TaskGroup | None = None
+        self._scratch: str | None = None
 
     @property
     def description(self) -> str:
@@ -59,7 +64,11 @@ class CommandTransport:
     async def start(self, tg: TaskGroup) -> None:
         self._buf = b""
         self._stderr = bytearray()
-        self._proc = await anyio.open_process(self.argv, env=self.env)
+        # Each harness process gets its own TMPDIR, removed once the process is gone: what a harness
+        # (or an implementation) leaves there, even when it is killed, does not outlive the run.
+        self._scratch = tempfile.mkdtemp(prefix="conformance-impl-")
+        env = dict(self.env if self.env is not None else os.environ, TMPDIR=self._scratch)
+        self._proc = await anyio.open_process(self.argv, env=env)
         tg.start_soon(self._drain_stderr, self._proc)
 
     async def _drain_stderr(self, proc: Process) -> None:
@@ -90,14 +99,21 @@ class CommandTransport:
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except ValueError:
+            return loads_json(line, max_depth=MAX_MESSAGE_DEPTH)
+        except StructureError as exc:  # a duplicate key or deep nesting: refused, never recursed into
+            raise ProtocolViolation(f"the harness wrote a line that is refused: {exc.message}") from None
+        except ValueError:  # UnicodeDecodeError included
             raise ProtocolViolation("the harness wrote a line that is not JSON") from None
 
     async def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
+        scratch, self._scratch = self._scratch, None
+        if proc is not None:
+            await self._end(proc)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    async def _end(self, proc: Process) -> None:
         with anyio.CancelScope(shield=True):
             try:
                 if proc.stdin is not None:
@@ -249,10 +265,13 @@ class HarnessClient:
     async def _raw(self, op: str, fields: dict[str, Any], timeout: float) -> Reply:
         self._seq += 1
         request = {"seq": self._seq, "op": op, **fields}
+        problem = request_problem(request)
+        if problem is not None:  # the runner's own message breaks the published schema: a suite bug
+            raise ValueError(f"the runner built an invalid {op} request: {problem}")
         try:
             with anyio.fail_after(timeout):
                 raw = await self.transport.exchange(request)
-            key = check_reply(request, raw)
+            key = check_reply(request, raw, self.features)
         except TimeoutError:
             raise HarnessFault("timeout", f"no reply to {op} within {timeout:g} s") from None
         except _Dead as exc:
@@ -279,8 +298,15 @@ class HarnessClient:
 # -- connector specs -------------------------------------------------------------------------
 
 
-def transport_for(spec: str | None) -> Any:
-    """`None`/`inprocess` (our engine), `command:<command line>`, or `broken:<name>` (in-process)."""
+def transport_for(spec: str | None, *, mutant: str | None = None) -> Any:
+    """`None`/`inprocess` (our engine), `command:<command line>`, or `broken:<name>` (in-process).
+
+    With `mutant`, the transport is wrapped in the mutating proxy (conformance.mutants).
+    """
+    if mutant is not None:
+        from .mutants import MutatingTransport, make
+
+        return MutatingTransport(transport_for(spec), make(mutant))
     if spec in (None, "", "inprocess", "agentcore"):
         from .harness_agentcore import AgentcoreHarness
 

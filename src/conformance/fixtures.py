@@ -92,6 +92,10 @@ class LoopbackServer:
     def authority(self) -> str:
         return f"{HOST}:{self.port}"
 
+    def forget(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
     def seen(self) -> dict[str, Any]:
         with self._lock:
             requests = list(self.requests)
@@ -119,6 +123,11 @@ class HttpFixture:
 
     def set_routes(self, routes: dict[str, dict[str, Any]]) -> None:
         self.http.routes = {path: Route.from_spec(spec) for path, spec in routes.items()}
+
+    def forget(self) -> None:
+        """A new run of the same case: nothing has been received yet."""
+        self.http.forget()
+        self.sentinel.forget()
 
     def server(self, name: str) -> LoopbackServer:
         return self.sentinel if name == "sentinel" else self.http

@@ -81,7 +81,7 @@ _WORDS = string.ascii_letters + string.digits
 def gen_name(rng: random.Random, spec: Mapping[str, Any]) -> str:
     """A file-name-safe identifier: starts with a letter, lowercase letters and digits."""
     n = rng.randint(int(spec.get("min", 5)), int(spec.get("max", 10)))
-    body = rng.choice(_LOWER) + "".join(rng.choice(_ALNUM) for _ in range(n - 1))
+    body = rng.choice(_LOWER) + "".join(rng.choices(_ALNUM, k=n - 1))
     return f"{spec.get('prefix', '')}{body}{spec.get('ext', '')}"
 
 
@@ -118,40 +118,90 @@ def gen_lines(rng: random.Random, spec: Mapping[str, Any]) -> str:
 
 
 def gen_secret(rng: random.Random, spec: Mapping[str, Any]) -> str:
-    return str(spec.get("prefix", "tok")) + "".join(rng.choice(_ALNUM) for _ in range(int(spec.get("length", 24))))
+    return str(spec.get("prefix", "tok")) + "".join(rng.choices(_ALNUM, k=int(spec.get("length", 24))))
 
 
 GENERATORS = ("name", "text", "lines", "int", "pick", "secret", "sum", "shuffle", "value")
 
 
-def generate(spec: Mapping[str, Any], rng: random.Random, base: Mapping[str, Any]) -> dict[str, Any]:
-    """Draw every value of a case's `generate:` block, in order; later ones may use earlier ones."""
+def _sized(params: Mapping[str, Any], boundary: int | None, key: str) -> Mapping[str, Any]:
+    """A `min`/`max` range pinned to one of its ends on a boundary run."""
+    if boundary is None or key in params or "min" not in params or "max" not in params:
+        return params
+    end = params["min"] if boundary % 2 == 0 else params["max"]
+    return {**params, key: end}
+
+
+def _domain(kind: str, params: Any) -> int:
+    """How many boundary runs it takes to give every boundary value of one generator its turn."""
+    if kind in ("pick", "shuffle"):
+        return len(list(params))
+    if kind == "int":
+        return 2 if int(params["min"]) != int(params["max"]) else 1
+    if kind in ("text", "lines") and isinstance(params, Mapping) and "min" in params and "max" in params:
+        return 2 if int(params["min"]) != int(params["max"]) else 1
+    return 1
+
+
+def _draw(kind: str, params: Any, rng: random.Random, boundary: int | None) -> Any:
+    if kind == "name":
+        return gen_name(rng, params or {})
+    if kind == "text":
+        return gen_text(rng, _sized(params or {}, boundary, "size"))
+    if kind == "lines":
+        return gen_lines(rng, _sized(params or {}, boundary, "count"))
+    if kind == "int":
+        if boundary is not None:
+            return int(params["min"]) if boundary % 2 == 0 else int(params["max"])
+        return rng.randint(int(params["min"]), int(params["max"]))
+    if kind == "pick":
+        options = list(params)
+        return options[boundary % len(options)] if boundary is not None else rng.choice(options)
+    if kind == "secret":
+        return gen_secret(rng, params or {})
+    if kind == "sum":
+        return sum(int(x) for x in params)
+    if kind == "shuffle":
+        items = list(params)
+        if boundary is not None:
+            k = boundary % len(items) if items else 0
+            return items[k:] + items[:k]  # every item takes every position over the rotations
+        rng.shuffle(items)
+        return items
+    if kind == "value":
+        return params
+    raise TemplateError(f"unknown generator kind {kind!r}")
+
+
+def generate(spec: Mapping[str, Any], rng: random.Random, base: Mapping[str, Any], boundary: int | None = None) -> dict[str, Any]:
+    """Draw every value of a case's `generate:` block, in order; later ones may use earlier ones.
+
+    On a boundary run (`boundary` = k) every range takes an end (its minimum
+    on even runs, its maximum on odd ones), every `pick` its k-th option and
+    every `shuffle` its k-th rotation; names stay random. Boundary runs come
+    on top of the random run, so random values add to the boundaries and
+    never replace them.
+    """
     values: dict[str, Any] = dict(base)
     for name, raw in spec.items():
         if not isinstance(raw, dict) or len(raw) != 1:
             raise TemplateError(f"generator {name!r} must be a mapping with exactly one kind")
         kind, params = next(iter(raw.items()))
-        params = render(params, values)
-        if kind == "name":
-            value: Any = gen_name(rng, params or {})
-        elif kind == "text":
-            value = gen_text(rng, params or {})
-        elif kind == "lines":
-            value = gen_lines(rng, params or {})
-        elif kind == "int":
-            value = rng.randint(int(params["min"]), int(params["max"]))
-        elif kind == "pick":
-            value = rng.choice(list(params))
-        elif kind == "secret":
-            value = gen_secret(rng, params or {})
-        elif kind == "sum":
-            value = sum(int(x) for x in params)
-        elif kind == "shuffle":
-            value = list(params)
-            rng.shuffle(value)
-        elif kind == "value":
-            value = params
-        else:
-            raise TemplateError(f"generator {name!r}: unknown kind {kind!r}")
-        values[name] = value
+        try:
+            values[name] = _draw(kind, render(params, values), rng, boundary)
+        except TemplateError as exc:
+            raise TemplateError(f"generator {name!r}: {exc}") from None
     return values
+
+
+def boundary_runs(spec: Mapping[str, Any], base: Mapping[str, Any]) -> int:
+    """The number of boundary runs a case needs (0 when none of its values has boundaries)."""
+    values: dict[str, Any] = dict(base)
+    rng = random.Random(0)
+    most = 1
+    for name, raw in spec.items():
+        kind, params = next(iter(raw.items()))
+        params = render(params, values)
+        most = max(most, _domain(kind, params))
+        values[name] = _draw(kind, params, rng, 0)
+    return most if most > 1 else 0

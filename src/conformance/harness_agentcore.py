@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,6 +30,11 @@ from . import SPEC_REVISION
 from .protocol import ANSWERS, CHOICES, MODES, SCOPES, error_reply, hello, serve_stdio
 
 NON_TOOL_FEATURES: tuple[str, ...] = (
+    "manifest",           # compile validates manifests (compile errors), SPEC sections 5-9 and 16
+    "capability",         # the capability check (CAP)
+    "rules",              # permission rules and ask resolution (PERM, ASK)
+    "envelope.extensions",  # metadata.tool, kind, error_code and refusal (ENVL-2, ENVL-4, ENVL-5)
+    "compile.describe",   # compile replies carry `effective` and `tools`
     "interactive",        # asks are put to the runner and answered with `answer`
     "rules.project",      # set_rules scope=project
     "rules.session",      # set_rules scope=session
@@ -36,7 +42,9 @@ NON_TOOL_FEATURES: tuple[str, ...] = (
     "bindings",           # compile accepts {ad-hoc} and {user-data} bindings
     "limits",             # manifest `limits` are honoured
     "symlinks",           # workspaces may contain symlinks
+    "hardlinks",          # workspaces may contain hard links
     "fixture.http",       # web_fetch reaches the runner's loopback servers (listed by literal address)
+    "manifest.text",      # compile accepts the manifest file's exact text (manifest_text)
     "mcp",                # compile accepts the manifest's `mcp:` block (MCP-1, MCP-4)
 )
 
@@ -60,6 +68,15 @@ class ScriptedWatchdog:
                     raise RuntimeError("scripted watchdog failure")
                 return Verdict(action, v.get("reason", ""), v.get("category", "host"))
         return Verdict.allow()
+
+    def read_screen(self, manifest: Any) -> Any:
+        """What a search withholds (WDOG-17): everything when a `read` would not be allowed, else nothing."""
+        from agentcore.api import CLOSED_SCREEN, OPEN_SCREEN
+
+        for v in self.verdicts:
+            if v.get("tool", "*") in ("*", "read"):
+                return OPEN_SCREEN if v.get("action", "allow") == "allow" else CLOSED_SCREEN
+        return OPEN_SCREEN
 
 
 # -- suspension of calls that ask ---------------------------------------------------------
@@ -139,7 +156,7 @@ class AgentcoreHarness:
         self.sessions: dict[str, SessionSlot] = {}
         self.flight: Flight | None = None
         self._tg: TaskGroup | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix="conformance-harness-"))
+        self._tmp_dir: Path | None = None
         self._ask_ids = itertools.count(1)
         self.current: tuple[Any, str, Any] | None = None  # (session, tool, args) of the latest call
 
@@ -154,7 +171,18 @@ class AgentcoreHarness:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            self._tmp_dir = None
+
+    @property
+    def _tmp(self) -> Path:
+        """The harness's scratch directory, made when first needed (a harness that is built but never
+        entered leaves nothing), and removed on exit or, failing that, when the harness is collected."""
+        if self._tmp_dir is None:
+            self._tmp_dir = Path(tempfile.mkdtemp(prefix="conformance-harness-"))
+            weakref.finalize(self, shutil.rmtree, self._tmp_dir, True)
+        return self._tmp_dir
 
     # -- dispatch ----------------------------------------------------------------------
     async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +200,8 @@ class AgentcoreHarness:
         feats = [f for f, ok in probed.items() if ok] + list(NON_TOOL_FEATURES)
         if default_watchdog_available():
             feats.append("watchdog.default")
+        if shutil.which("git"):
+            feats.append("exec.git")
         return feats
 
     async def op_start(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -193,7 +223,7 @@ class AgentcoreHarness:
             slot.session.close()
         self.sessions.clear()
         self.agents.clear()
-        for child in self._tmp.iterdir() if self._tmp.exists() else ():
+        for child in self._tmp_dir.iterdir() if self._tmp_dir is not None and self._tmp_dir.exists() else ():
             shutil.rmtree(child, ignore_errors=True)
 
     # -- compile -----------------------------------------------------------------------
@@ -217,18 +247,33 @@ class AgentcoreHarness:
 
         return AllowAllWatchdog()
 
+    def manifest_file(self, text: str, fmt: str) -> tuple[str, str]:
+        """The text and format of the manifest file to load (a hook for the broken implementations)."""
+        return text, fmt
+
+    def _write_manifest(self, req: dict[str, Any], directory: Path) -> Path:
+        """The request's manifest as a file: its exact text (`manifest_text`), or the object as JSON."""
+        text = req.get("manifest_text")
+        if isinstance(text, str):
+            fmt = req.get("manifest_format", "yaml")
+            if fmt not in ("yaml", "json"):
+                raise HarnessError("manifest_format must be yaml or json")
+            text, fmt = self.manifest_file(text, fmt)
+        elif isinstance(req.get("manifest"), dict):
+            text, fmt = json.dumps(self.prepare_manifest(req["manifest"])), "json"
+        else:
+            raise HarnessError("compile needs a manifest object or manifest_text")
+        path = directory / f"manifest.{fmt}"
+        path.write_text(text, encoding="utf-8")
+        return path
+
     async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
         from agentcore.api import Engine, ManifestError, default_catalog, load_manifest
 
         name = _name(req, "agent")
-        manifest = req.get("manifest")
-        if not isinstance(manifest, dict):
-            raise HarnessError("compile needs a manifest object")
         ws = req.get("workspace")
         bindings = req.get("bindings") or {}
-        directory = Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp))
-        path = directory / "manifest.json"
-        path.write_text(json.dumps(self.prepare_manifest(manifest)), encoding="utf-8")
+        path = self._write_manifest(req, Path(tempfile.mkdtemp(prefix="agent-", dir=self._tmp)))
         registry = default_catalog()
         try:
             compiled = load_manifest(

@@ -13,10 +13,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
+
+from agentcore.textdata import loads_json
 
 from . import PROTOCOL_VERSION
 
+# Requests carry call arguments, which cases may nest past the engine's own limit (ORDER-2) on purpose.
+MAX_MESSAGE_DEPTH = 256
 OPS: tuple[str, ...] = ("start", "reset", "compile", "set_rules", "call", "answer", "close")
 REPLY_KEYS: tuple[str, ...] = ("result", "envelope", "ask", "skip", "error")
 # Which reply payloads each operation may produce (skip and error always may).
@@ -36,6 +42,20 @@ MODES: tuple[str, ...] = ("headless", "interactive")
 SCOPES: tuple[str, ...] = ("project", "session")
 
 
+SCHEMA_DIR = Path(__file__).parent / "schema"
+# The `$defs` of replies.schema.json that each payload of each operation must satisfy.
+_PAYLOAD_DEF: dict[tuple[str, str], str] = {
+    ("start", "result"): "hello",
+    ("reset", "result"): "empty",
+    ("close", "result"): "empty",
+    ("compile", "result"): "compile_result",
+    ("set_rules", "result"): "rules_result",
+}
+_KEY_DEF = {"envelope": "envelope", "ask": "ask", "skip": "skip", "error": "error"}
+# A harness that declares this feature describes every compiled agent (`effective` and `tools`).
+DESCRIBE_FEATURE = "compile.describe"
+
+
 class ProtocolViolation(Exception):
     """A reply the runner cannot accept; the runner, not the harness, caught it."""
 
@@ -45,38 +65,63 @@ def _require(cond: bool, message: str) -> None:
         raise ProtocolViolation(message)
 
 
-def check_reply(request: Mapping[str, Any], reply: Any) -> str:
-    """Validate one reply against its request; returns the payload key."""
+@lru_cache(maxsize=2)
+def load_schema(name: str) -> dict[str, Any]:
+    """`requests` or `replies`: the published JSON Schema of the protocol's messages."""
+    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=32)
+def _validator(schema: str, definition: str | None) -> Any:
+    from jsonschema import Draft202012Validator
+
+    doc = load_schema(schema)
+    target = doc if definition is None else {"$defs": doc["$defs"], "$ref": f"#/$defs/{definition}"}
+    return Draft202012Validator(target)
+
+
+def _first_error(validator: Any, instance: Any, prefix: str) -> str | None:
+    from jsonschema.exceptions import best_match
+
+    if validator.is_valid(instance):  # the common case, without collecting errors
+        return None
+    err = best_match(validator.iter_errors(instance))
+    if err is None:
+        return None
+    where = "/".join(str(p) for p in err.absolute_path)
+    return f"{prefix}{'/' + where if where else ''}: {err.message[:240]}"
+
+
+def request_problem(request: Mapping[str, Any]) -> str | None:
+    """Why a request does not match requests.schema.json (None when it does): the runner checks its own messages."""
+    op = request.get("op")
+    if op not in OPS:
+        return f"request/op: unknown operation {op!r}"
+    return _first_error(_validator("requests", str(op)), request, "request")
+
+
+def check_reply(request: Mapping[str, Any], reply: Any, features: frozenset[str] = frozenset()) -> str:
+    """Validate one reply against its request and the published schema; returns the payload key.
+
+    Every violation names the field it found wrong (`/envelope/metadata: ...`).
+    """
     _require(isinstance(reply, dict), "reply is not a JSON object")
-    _require("seq" in reply, "reply has no seq")
-    _require(reply["seq"] == request["seq"], f"reply seq {reply['seq']!r} does not match request seq {request['seq']!r}")
+    _require("seq" in reply, "/seq: the reply has no seq")
+    seq = reply["seq"]
+    _require(type(seq) is int, f"/seq: must be a JSON integer like the request's, got {json.dumps(seq)}")
+    _require(seq == request["seq"], f"/seq: reply seq {seq!r} does not match request seq {request['seq']!r}")
     keys = [k for k in REPLY_KEYS if k in reply]
     _require(len(keys) == 1, f"reply must carry exactly one of {', '.join(REPLY_KEYS)} (got {keys or 'none'})")
     key = keys[0]
     op = request["op"]
-    _require(key in ALLOWED_REPLIES[op], f"a {key!r} reply is not valid for op {op!r}")
+    _require(key in ALLOWED_REPLIES[op], f"/{key}: a {key!r} reply is not valid for op {op!r}")
     payload = reply[key]
-    if key == "envelope":
-        _require(isinstance(payload, dict) and payload.get("type") in ("output", "error"), "envelope must be an object with type output|error")
-    elif key == "ask":
-        _require(isinstance(payload, dict), "ask must be an object")
-        _require(isinstance(payload.get("id"), str) and payload["id"] != "", "ask.id must be a non-empty string")
-        _require(payload.get("type") in ("permission", "question"), "ask.type must be permission|question")
-    elif key == "skip":
-        _require(isinstance(payload, dict) and isinstance(payload.get("reason"), str), "skip must be {reason: string}")
-    elif key == "error":
-        _require(isinstance(payload, dict) and isinstance(payload.get("message"), str), "error must be {message: string}")
-    else:
-        _require(isinstance(payload, dict), "result must be an object")
-        if op == "start":
-            _require(isinstance(payload.get("protocol"), int), "start result must carry protocol (integer)")
-            impl = payload.get("implementation")
-            _require(isinstance(impl, dict) and isinstance(impl.get("name"), str), "start result must carry implementation.name")
-            feats = payload.get("features", [])
-            _require(isinstance(feats, list) and all(isinstance(f, str) for f in feats), "start result features must be a list of strings")
-        if op == "compile" and "compile_error" not in payload:
-            _require(isinstance(payload.get("tools"), dict), "compile result must carry tools (or compile_error)")
-            _require(isinstance(payload.get("effective"), dict), "compile result must carry effective (or compile_error)")
+    definition = _PAYLOAD_DEF.get((op, key)) or _KEY_DEF[key]
+    problem = _first_error(_validator("replies", definition), payload, f"/{key}")
+    _require(problem is None, problem or "")
+    if op == "compile" and key == "result" and DESCRIBE_FEATURE in features and "compile_error" not in payload:
+        for name in ("effective", "tools"):
+            _require(isinstance(payload.get(name), dict), f"/result/{name}: required by the feature {DESCRIBE_FEATURE} (or compile_error)")
     return key
 
 
@@ -97,7 +142,8 @@ def skip_reply(reason: str, **details: Any) -> dict[str, Any]:
 def decode_request(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(request, None) or (None, error reply) for a line that is not a valid request."""
     try:
-        req = json.loads(line)
+        # Duplicate keys and deep nesting are refused like malformed JSON (StructureError is a ValueError).
+        req = loads_json(line, max_depth=MAX_MESSAGE_DEPTH)
     except (ValueError, UnicodeDecodeError):
         return None, {"seq": None, **error_reply("request is not valid JSON")}
     if not isinstance(req, dict) or "seq" not in req or req.get("op") not in OPS:

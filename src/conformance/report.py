@@ -19,8 +19,9 @@ from . import PROTOCOL_VERSION, SPEC_REVISION, SUITE_VERSION
 from .runner import FAILING, STATUSES, CaseResult
 
 
-def header(*, digest: str, seed: int, implementation: Mapping[str, Any], features: Iterable[str], connector: str, case_count: int) -> dict[str, Any]:
+def header(*, digest: str, seed: int, implementation: Mapping[str, Any], features: Iterable[str], connector: str, case_count: int, profile: str = "spec") -> dict[str, Any]:
     return {
+        "profile": profile,
         "kind": "header",
         "suite": {"version": SUITE_VERSION, "digest": digest, "spec_revision": SPEC_REVISION, "cases": case_count},
         "protocol": PROTOCOL_VERSION,
@@ -33,8 +34,8 @@ def header(*, digest: str, seed: int, implementation: Mapping[str, Any], feature
     }
 
 
-def counts(results: Iterable[CaseResult]) -> dict[str, int]:
-    c = Counter(r.status for r in results)
+def counts(results: Iterable[CaseResult], profile: str = "spec") -> dict[str, int]:
+    c = Counter(r.status_for(profile) for r in results)
     return {s: c.get(s, 0) for s in STATUSES}
 
 
@@ -42,6 +43,7 @@ def footer(results: list[CaseResult], *, duration_s: float, restarts: int, verdi
     return {
         "kind": "footer",
         "counts": counts(results),
+        "rfc_counts": counts(results, "rfc"),
         "duration_s": round(duration_s, 3),
         "harness_restarts": restarts,
         "expectations": dict(verdict),
@@ -104,7 +106,7 @@ def junit(head: Mapping[str, Any], results: list[CaseResult]) -> str:
             label = f"[{r.level}] {' '.join(r.requirements)}"
             if r.status == "fail":
                 el = ET.SubElement(tc, "failure", message=r.message[:500], type="fail")
-                el.text = label + "\n" + r.message
+                el.text = label + "\n" + "\n".join([r.message] + [f"[{f.tag.label()}] {f.message}" for f in r.failures[1:]])
             elif r.status in ("error", "timeout", "crash"):
                 el = ET.SubElement(tc, "error", message=r.message[:500], type=r.status)
                 el.text = f"{label}\ncaught by {r.caught_by or 'runner'}\n{r.message}"
@@ -114,16 +116,10 @@ def junit(head: Mapping[str, Any], results: list[CaseResult]) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def markdown(head: Mapping[str, Any], results: list[CaseResult], foot: Mapping[str, Any] | None = None, requirements: Mapping[str, Any] | None = None) -> str:
-    impl = head.get("implementation", {})
+def _area_table(results: list[CaseResult]) -> list[str]:
     lines = [
-        f"# Conformance: {impl.get('name', '?')} {impl.get('version', '')}".rstrip(),
-        "",
-        f"Suite {head['suite']['version']} (digest `{head['suite']['digest'][:12]}`), SPEC revision {head['suite'].get('spec_revision')}, "
-        f"seed {head.get('seed')}, connector `{head.get('connector')}`.",
-        "",
-        "| area | cases | pass | fail | error | timeout | crash | skipped | n/a | MUST pass |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| area | cases | pass | fail | error | timeout | crash | skipped | n/a | MUST pass | rfc pass |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     by_area: dict[str, list[CaseResult]] = defaultdict(list)
     for r in results:
@@ -133,36 +129,95 @@ def markdown(head: Mapping[str, Any], results: list[CaseResult], foot: Mapping[s
         c = counts(rs)
         must = [r for r in rs if r.level == "MUST" and r.status not in ("skipped", "not_applicable")]
         must_pass = sum(1 for r in must if r.status == "pass")
+        rfc = [r for r in rs if r.rfc_status not in ("skipped", "not_applicable")]
+        rfc_pass = sum(1 for r in rfc if r.rfc_status == "pass")
         lines.append(
-            f"| {area} | {len(rs)} | {c['pass']} | {c['fail']} | {c['error']} | {c['timeout']} | {c['crash']} | {c['skipped']} | {c['not_applicable']} | {must_pass}/{len(must)} |"
+            f"| {area} | {len(rs)} | {c['pass']} | {c['fail']} | {c['error']} | {c['timeout']} | {c['crash']} | {c['skipped']} | {c['not_applicable']} | {must_pass}/{len(must)} | {rfc_pass}/{len(rfc)} |"
         )
     total = counts(results)
     lines.append(
-        f"| **all** | {len(results)} | {total['pass']} | {total['fail']} | {total['error']} | {total['timeout']} | {total['crash']} | {total['skipped']} | {total['not_applicable']} | |"
+        f"| **all** | {len(results)} | {total['pass']} | {total['fail']} | {total['error']} | {total['timeout']} | {total['crash']} | {total['skipped']} | {total['not_applicable']} | | |"
     )
+    return lines
+
+
+def _profiles_section(results: list[CaseResult], titles: Mapping[str, str]) -> list[str]:
+    """Both scores, and which SPEC choice (section 24) each spec-only failure comes from."""
+    lines = ["", "## Profiles", ""]
+    for profile, what in (("spec", "every check (SPEC.md)"), ("rfc", "only checks that restate the Grida RFC")):
+        c = counts(results, profile)
+        judged = sum(v for k, v in c.items() if k not in ("skipped", "not_applicable"))
+        lines.append(f"- **{profile}** ({what}): {c['pass']} of {judged} judged cases pass; {c['not_applicable']} not applicable.")
+    by_choice: Counter[str] = Counter()
+    for r in results:
+        first = r.first_failure()
+        if r.status == "fail" and r.rfc_status != "fail" and first is not None and first.tag.profile == "spec":
+            by_choice[first.tag.choice or "detail"] += 1
+    if by_choice:
+        lines += ["", "Cases that fail only on SPEC's own choices (they pass the rfc profile):", "", "| SPEC choice (section 24) | cases |", "|---|---:|"]
+        for choice, n in by_choice.most_common():
+            lines.append(f"| {titles.get(choice, choice)} (`{choice}`) | {n} |")
+    return lines
+
+
+def _failing_section(results: list[CaseResult]) -> list[str]:
     bad = [r for r in results if r.status in FAILING]
-    if bad:
-        lines += ["", "## Not passing", "", "| case | level | requirements | status | message |", "|---|---|---|---|---|"]
-        for r in bad:
-            msg = r.message.replace("|", "\\|").replace("\n", " ")[:240]
-            lines.append(f"| `{r.id}` | {r.level} | {', '.join(r.requirements)} | {r.status} | {msg} |")
+    if not bad:
+        return []
+    lines = ["", "## Not passing", "", "| case | level | requirements | status | rfc | from | message |", "|---|---|---|---|---|---|---|"]
+    for r in bad:
+        first = r.first_failure()
+        origin = first.tag.label() if first is not None else (r.caught_by or "")
+        msg = r.message.replace("|", "\\|").replace("\n", " ")[:240]
+        lines.append(f"| `{r.id}` | {r.level} | {', '.join(r.requirements)} | {r.status} | {r.rfc_status} | {origin} | {msg} |")
+    return lines
+
+
+def _requirements_section(results: list[CaseResult], requirements: Mapping[str, Any], exclusions: Mapping[str, str]) -> list[str]:
+    per_req: dict[str, list[str]] = defaultdict(list)
+    for r in results:
+        for req in r.requirements:
+            per_req[req].append(r.status)
+    lines = ["", "## Requirements", "", "| requirement | level | cases | result |", "|---|---|---:|---|"]
+    for rid, req in requirements.items():
+        st = per_req.get(rid, [])
+        if not st:
+            result = f"excluded: {exclusions[rid]}" if rid in exclusions else "not tested"
+        elif any(s in FAILING for s in st):
+            result = "**failing**"
+        elif all(s in ("skipped", "not_applicable") for s in st):
+            result = "not applicable"
+        else:
+            result = "pass"
+        lines.append(f"| {rid} | {getattr(req, 'level', '')} | {len(st)} | {result.replace('|', '/')} |")
+    return lines
+
+
+def markdown(
+    head: Mapping[str, Any],
+    results: list[CaseResult],
+    foot: Mapping[str, Any] | None = None,
+    requirements: Mapping[str, Any] | None = None,
+    *,
+    exclusions: Mapping[str, str] | None = None,
+    needs: list[str] | None = None,
+    choice_titles: Mapping[str, str] | None = None,
+) -> str:
+    impl = head.get("implementation", {})
+    lines = [
+        f"# Conformance: {impl.get('name', '?')} {impl.get('version', '')}".rstrip(),
+        "",
+        f"Suite {head['suite']['version']} (digest `{head['suite']['digest'][:12]}`), SPEC revision {head['suite'].get('spec_revision')}, "
+        f"seed {head.get('seed')}, connector `{head.get('connector')}`, judged by the `{head.get('profile', 'spec')}` profile.",
+        "",
+    ]
+    lines += _area_table(results)
+    lines += _profiles_section(results, choice_titles or {})
+    lines += _failing_section(results)
+    if needs:
+        lines += [""] + needs
     if requirements:
-        per_req: dict[str, list[str]] = defaultdict(list)
-        for r in results:
-            for req in r.requirements:
-                per_req[req].append(r.status)
-        lines += ["", "## Requirements", "", "| requirement | level | cases | result |", "|---|---|---:|---|"]
-        for rid, req in requirements.items():
-            st = per_req.get(rid, [])
-            if not st:
-                result = "not tested"
-            elif any(s in FAILING for s in st):
-                result = "**failing**"
-            elif all(s in ("skipped", "not_applicable") for s in st):
-                result = "not applicable"
-            else:
-                result = "pass"
-            lines.append(f"| {rid} | {getattr(req, 'level', '')} | {len(st)} | {result} |")
+        lines += _requirements_section(results, requirements, exclusions or {})
     if foot is not None:
         ex = foot.get("expectations", {})
         lines += [
@@ -174,9 +229,11 @@ def markdown(head: Mapping[str, Any], results: list[CaseResult], foot: Mapping[s
 
 
 def badge(head: Mapping[str, Any], results: list[CaseResult]) -> dict[str, Any]:
-    """A shields.io endpoint document: MUST cases passed out of those that apply."""
-    must = [r for r in results if r.level == "MUST" and r.status not in ("skipped", "not_applicable")]
-    passed = sum(1 for r in must if r.status == "pass")
+    """A shields.io endpoint document: MUST cases passed out of those that apply (under the run's profile)."""
+    profile = str(head.get("profile", "spec"))
+    must = [r for r in results if r.level == "MUST" and r.status_for(profile) not in ("skipped", "not_applicable")]
+    passed = sum(1 for r in must if r.status_for(profile) == "pass")
     ratio = passed / len(must) if must else 0.0
     color = "brightgreen" if must and passed == len(must) else ("yellow" if ratio >= 0.8 else "red")
-    return {"schemaVersion": 1, "label": "toolspec conformance", "message": f"{passed}/{len(must)} MUST", "color": color}
+    label = "toolspec conformance" if profile == "spec" else "toolspec conformance (rfc)"
+    return {"schemaVersion": 1, "label": label, "message": f"{passed}/{len(must)} MUST", "color": color}

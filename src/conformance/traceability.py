@@ -1,6 +1,6 @@
 """Traceability: SPEC.md requirements <-> cases <-> exclusions.
 
-Every MUST needs at least one case or an explicit exclusion with a reason
+Every MUST and every SHOULD needs at least one case or an explicit exclusion with a reason
 (`exclusions.yaml`); a case or exclusion citing an id SPEC.md does not have
 is an error, and so is an exclusion for a requirement that a case covers
 (the exclusion would hide that it is now tested). A case's level must not
@@ -16,6 +16,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
+
 from .cases import Case
 
 EXCLUSIONS_FILE = Path(__file__).parent / "exclusions.yaml"
@@ -23,7 +25,7 @@ _RANK = {"MUST": 3, "SHOULD": 2, "MAY": 1}
 
 
 def load_exclusions(path: Path | None = None) -> dict[str, str]:
-    data = yaml.safe_load((path or EXCLUSIONS_FILE).read_text(encoding="utf-8")) or {}
+    data = yaml.load((path or EXCLUSIONS_FILE).read_text(encoding="utf-8"), Loader=_Loader) or {}
     raw = data.get("exclusions", {}) if isinstance(data, dict) else None
     if not isinstance(raw, dict):
         raise ValueError("exclusions.yaml must be {exclusions: {REQ-ID: reason}}")
@@ -44,12 +46,13 @@ class Trace:
     uncovered_musts: list[str] = field(default_factory=list)
     excluded_but_covered: list[str] = field(default_factory=list)
     level_too_high: list[tuple[str, str]] = field(default_factory=list)     # (case id, its level)
+    levels: dict[str, str] = field(default_factory=dict)                     # requirement -> level
 
     @property
     def problems(self) -> list[str]:
         out = [f"case {c} cites unknown requirement {r}" for c, r in self.unknown_in_cases]
         out += [f"exclusion for unknown requirement {r}" for r in self.unknown_in_exclusions]
-        out += [f"MUST {r} has no case and no exclusion" for r in self.uncovered_musts]
+        out += [f"{self.levels.get(r, 'MUST')} {r} has no case and no exclusion" for r in self.uncovered_musts]
         out += [f"{r} is excluded but covered by {', '.join(self.cases_by_requirement[r])}" for r in self.excluded_but_covered]
         out += [f"case {c} is {lvl} but cites no requirement of that level" for c, lvl in self.level_too_high]
         return out
@@ -83,7 +86,8 @@ def trace(requirements: Mapping[str, Any], cases: Iterable[Case], exclusions: Ma
             t.excluded_but_covered.append(rid)
         else:
             t.excluded[rid] = reason
-    t.uncovered_musts = [rid for rid, req in requirements.items() if req.level == "MUST" and rid not in by_req and rid not in exclusions]
+    t.levels = {rid: req.level for rid, req in requirements.items()}
+    t.uncovered_musts = [rid for rid, req in requirements.items() if req.level in ("MUST", "SHOULD") and rid not in by_req and rid not in exclusions]
     return t
 
 

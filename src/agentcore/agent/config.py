@@ -122,6 +122,15 @@ def _key(config: ModelConfig, env: Mapping[str, str], required: bool) -> str | N
     return value or None
 
 
+def check_model_config(config: ModelConfig, env: Mapping[str, str] | None = None) -> None:
+    """What `open_model` would refuse, found without opening anything: a missing key or script."""
+    env = os.environ if env is None else env
+    if config.provider in ("openai", "anthropic"):
+        _key(config, env, True)
+    if config.provider == "script" and not Path(config.name).is_file():
+        raise ModelConfigError(f"the script {config.name} does not exist")
+
+
 @asynccontextmanager
 async def open_model(config: ModelConfig, env: Mapping[str, str] | None = None) -> AsyncIterator[ModelClient]:
     """A client for `config`, closed (and a script's server stopped) on exit.

@@ -14,18 +14,20 @@ from .agent_cmds import add_db_arg, add_model_args
 def cmd_acp(args: argparse.Namespace) -> int:
     import anyio
 
-    from ..agent.config import ModelConfigError, resolve_model_config
-    from ..api import ManifestError, read_manifest_spec
+    from ..agent.config import ModelConfigError, check_model_config, resolve_model_config
     from ..recorder.store import default_db_path
 
     # Logs go to stderr: stdout belongs to the protocol.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="agentcore acp: %(levelname)s %(message)s")
     manifest = Path(args.manifest).resolve()
     try:
-        spec = read_manifest_spec(manifest)
-        config = resolve_model_config(spec.model, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+        # Only the `model:` block here, so `initialize` is answered fast; the whole manifest is
+        # validated when a session compiles it for its workspace.
+        block = _model_block(manifest)
+        config = resolve_model_config(block, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
                                       manifest_dir=manifest.parent)
-    except (ManifestError, ModelConfigError) as exc:
+        check_model_config(config)
+    except (ModelConfigError, ValueError) as exc:
         print(f"agentcore acp: {exc}", file=sys.stderr)
         return 2
     from acp_adapter.agent import AcpOptions, serve  # the ACP SDK is imported here and nowhere else
@@ -33,6 +35,22 @@ def cmd_acp(args: argparse.Namespace) -> int:
     db = None if args.no_record else (Path(args.db) if args.db else default_db_path())
     options = AcpOptions(manifest=manifest, model=config, headless=args.headless, db=db)
     return int(anyio.run(serve, options) or 0)
+
+
+def _model_block(manifest: Path) -> argparse.Namespace | None:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read the manifest {manifest}: {exc}") from None
+    block = doc.get("model") if isinstance(doc, dict) else None
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise ValueError(f"{manifest}: model: must be a mapping")
+    known = ("id", "base_url", "api_key_env", "max_tokens", "temperature", "max_turn_requests", "request_timeout_s", "context_window")
+    return argparse.Namespace(**{k: block.get(k) for k in known})
 
 
 def add_subcommand(sub: Any) -> None:

@@ -29,6 +29,8 @@ STEPS: list[tuple[str, str, dict[str, Any]]] = [
     ("grep for TODO (the denied .env is never searched)", "grep", {"pattern": "TODO|SECRET"}),
     ("bash ls (rule says ask; headless means deny)", "bash", {"command": "ls"}),
     ("bash rm -rf (not in the shell requirements)", "bash", {"command": "rm -rf src"}),
+    ("bash git -c core.pager=... (allowed by the shell requirements; the watchdog refuses)", "bash",
+     {"command": "git -c core.pager=./evil status"}),
 ]
 
 

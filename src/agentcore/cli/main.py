@@ -1,8 +1,13 @@
-"""`agentcore` console script: manifest check, call, explain, demo, mcp list, conformance.
+"""`agentcore` console script: manifest, tools, call, explain, demo, run, sessions, replay, acp, mcp list, conformance.
 
 Heavy imports (the engine, jsonschema, tree-sitter) happen inside the
 subcommands so `agentcore --help` and usage errors stay fast; nothing here
 imports the ACP SDK.
+
+Exit codes common to every command: 0 success, 2 usage error, 70 internal
+error (one line on stderr; `--debug` shows the traceback), 130 interrupted,
+141 stdout closed early (piped into `head`). `agentcore run` adds its own
+(see `agentcore run --help`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
+
+from ..textdata import StructureError, key_path_text, loads_json
 
 
 class UsageError(Exception):
@@ -46,10 +53,20 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _parse_args_json(text: str) -> Any:
+    """ARGS_JSON itself, or the contents of `@FILE`, or standard input for `-` (any size)."""
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _die(f"ARGS_JSON file {text[1:]}: {getattr(exc, 'strerror', None) or exc}")
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
-        _die(f"ARGS_JSON is not valid JSON: {exc.msg} at column {exc.colno}")
+        _die(f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+    except StructureError as exc:  # a duplicate key or deep nesting: never a value
+        _die(f"ARGS_JSON is refused: {key_path_text(exc.path)}: {exc.message}")
 
 
 def cmd_manifest_check(args: argparse.Namespace) -> int:
@@ -149,6 +166,49 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tools(args: argparse.Namespace) -> int:
+    from ..api import default_catalog
+
+    catalog = default_catalog()
+    tools = [{"id": t.id, "kind": t.kind, "description": t.description, "parameters": t.parameters,
+              "locked": t.id in _locked_ids()} for t in catalog.tools()]
+    if args.json:
+        print(json.dumps(tools, indent=2))
+        return 0
+    for t in tools:
+        params = ", ".join(_param_words(t["parameters"]))
+        print(f"{t['id']:<12} kind={t['kind']:<8} {t['description']}")
+        print(f"{'':<12} parameters: {params or '(none)'}")
+    for name, error in sorted(catalog.plugin_errors.items()):
+        print(f"{name:<12} failed to load: {error}")
+    return 0
+
+
+def _locked_ids() -> tuple[str, ...]:
+    from ..api import LOCKED_IDS
+
+    return LOCKED_IDS
+
+
+def _param_words(schema: dict[str, Any]) -> list[str]:
+    required = set(schema.get("required") or [])
+    out = []
+    for name, spec in (schema.get("properties") or {}).items():
+        kind = spec.get("type") or ("enum" if "enum" in spec else "any")
+        out.append(f"{name}{'' if name in required else '?'}: {kind}")
+    return out
+
+
+def cmd_manifest_schema(args: argparse.Namespace) -> int:
+    from ..api import ManifestSpec
+
+    schema = ManifestSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "agentcore manifest"
+    print(json.dumps(schema, indent=2))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -156,37 +216,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentcore", description="Reference engine for the locked agent tool set.")
-    sub = p.add_subparsers(dest="command", required=True)
+    from .. import __version__
 
-    man = sub.add_parser("manifest", help="manifest commands")
-    msub = man.add_subparsers(dest="manifest_command", required=True)
+    p = argparse.ArgumentParser(prog="agentcore", description="Reference engine for the locked agent tool set.",
+                                epilog="exit codes: 0 ok, 2 usage error, 70 internal error, 130 interrupted, 141 output closed")
+    p.add_argument("--version", action="version", version=f"agentcore {__version__}")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    man = sub.add_parser("manifest", help="check a manifest, or print the manifest JSON Schema")
+    msub = man.add_subparsers(dest="manifest_command", required=True, metavar="SUBCOMMAND")
     chk = msub.add_parser("check", help="validate a manifest and print its effective capability set")
-    chk.add_argument("file")
+    chk.add_argument("file", help="the manifest (YAML or JSON)")
     chk.add_argument("--workspace", help="workspace root (default: the current directory)")
-    chk.add_argument("--json", action="store_true")
+    chk.add_argument("--json", action="store_true", help="print the result as JSON")
     chk.set_defaults(func=cmd_manifest_check)
+    sch = msub.add_parser("schema", help="print the manifest's JSON Schema (for editors: validation and completion)")
+    sch.set_defaults(func=cmd_manifest_schema)
+
+    tools = sub.add_parser("tools", help="every available tool with its kind, description and parameters")
+    tools.add_argument("--json", action="store_true", help="print the full parameter schemas as JSON")
+    tools.set_defaults(func=cmd_tools)
 
     def call_like(name: str, help_text: str) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text)
-        c.add_argument("--manifest", required=True)
-        c.add_argument("--workspace", required=True)
-        c.add_argument("--project-rules")
+        c.add_argument("--manifest", required=True, help="the agent's manifest (YAML or JSON)")
+        c.add_argument("--workspace", required=True, help="the workspace directory")
+        c.add_argument("--project-rules", help="a project rules file (`rules: [...]`; cannot override manifest denies)")
         c.add_argument("--headless", action="store_true", help="no human: every ask is denied")
         c.add_argument("--env", choices=["bwrap", "none"], help="execution environment (default: the manifest's, bwrap)")
-        c.add_argument("tool")
-        c.add_argument("args_json", metavar="ARGS_JSON")
+        c.add_argument("tool", help="the tool id (see `agentcore tools`)")
+        c.add_argument("args_json", metavar="ARGS_JSON", help="the arguments as JSON, @FILE to read them from a file, or - for stdin")
         return c
 
     call = call_like("call", "run one tool call through the whole pipeline; prints the envelope")
     call.add_argument("--keep-session", action="store_true", help="keep the session directory (sidecars) after the call")
     call.set_defaults(func=cmd_call)
     exp = call_like("explain", "show each layer's decision for a call without executing it")
-    exp.add_argument("--json", action="store_true")
+    exp.add_argument("--json", action="store_true", help="print each layer's decision as JSON")
     exp.set_defaults(func=cmd_explain)
 
     demo = sub.add_parser("demo", help="run a tour of the pipeline on an embedded manifest in a temporary workspace")
-    demo.add_argument("--json", action="store_true")
+    demo.add_argument("--json", action="store_true", help="print every step's envelope as JSON")
     demo.set_defaults(func=cmd_demo)
 
     from .acp_cmd import add_subcommand as add_acp_command
@@ -206,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went away
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -215,8 +291,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentcore: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
+    except Exception as exc:  # one line, never a traceback, unless asked for
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+        else:
+            print(f"agentcore: internal error ({type(exc).__name__}); rerun with --debug for the traceback", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout is gone: point stdout at /dev/null so the interpreter's final flush is quiet."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def entry() -> None:
+    """The console script: `main`, then an exit that survives a closed stdout."""
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_PIPE
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -40,11 +40,14 @@ class SandboxPolicy:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """The COMPLETE environment of the command; nothing is inherited."""
     hidden_trees: tuple[Path, ...] = ()
-    """User areas (home directories, /srv, /mnt, …) replaced by an empty read-only tree, except the
-    parts that are write roots or read roots (re-bound at their own paths)."""
+    """View "full": user areas (home directories, /srv, /mnt, …) replaced by an empty read-only tree, except
+    the parts that are write roots or read roots (re-bound at their own paths). View "minimal" shows none of them."""
     read_roots: tuple[Path, ...] = ()
-    """Directories the command must be able to read although the sandbox would hide them
-    (a workspace under the private /tmp): re-bound read-only. Elsewhere the read-only root shows them already."""
+    """Paths the command may read (the workspace roots, the bases of fs.read patterns): bound read-only
+    where the sandbox would otherwise not show them."""
+    view: Literal["minimal", "full"] = "minimal"
+    """What the root shows. minimal: only the system directories programs need (`/usr`, `/bin`, `/lib*`,
+    `/etc`, ...) plus the read and write roots; full: the host's whole `/` read-only, minus `hidden_trees`."""
 
 
 class EnvironmentUnavailable(Exception):
@@ -69,10 +72,14 @@ class ProcessOutcome:
     timed_out: bool
     cancelled: bool
     term_signal: int | None
+    output_capped: bool = False
+    """The sink refused more output (OutputCapped), so the process group was killed as on timeout."""
 
 
 class OutputSink(Protocol):
-    async def write(self, chunk: bytes) -> None: ...
+    async def write(self, chunk: bytes) -> None:
+        """Take one chunk; raise `errors.OutputCapped` to say that no more is wanted (the command is then killed)."""
+        ...
 
 
 class SpawnedProcess(Protocol):
@@ -136,8 +143,9 @@ class Environment(abc.ABC):
 
         stdin is /dev/null; stdout and stderr share one pipe streamed chunk by
         chunk into `sink`; the command gets its own session/process group, which
-        is killed (SIGTERM, short grace, SIGKILL) and reaped on timeout or on
-        anyio cancellation. Cancellation is re-raised after the cleanup.
+        is killed (SIGTERM, short grace, SIGKILL) and reaped on timeout, when
+        the sink raises `OutputCapped` (the outcome then says `output_capped`)
+        or on anyio cancellation. Cancellation is re-raised after the cleanup.
 
         `channel` (network "proxy"): the sandbox's end of a connected unix socket
         pair whose other end a `FilteringProxy.serve_channel` serves. The

@@ -2,11 +2,18 @@
 
 Mount order (later mounts cover earlier ones, so order is policy):
 
-1. `--ro-bind / /`, fresh `/dev` and `/proc`, a private `/tmp`;
-2. write roots read-write, plus "pins": every directory inside a write root
-   that is an ancestor of a protected path is bound onto itself (still
-   writable) so it becomes a mount point and cannot be renamed away —
-   otherwise `mv .git x && mkdir .git` would make `.git/config` creatable;
+1. the root: by default (view "minimal") an empty tmpfs showing only what
+   programs need to run — `SYSTEM_DIRS` read-only, merged-usr symlinks as
+   symlinks — and made read-only last of all; with view "full" (or a read
+   root at `/`) the host's `/` read-only, with the user areas emptied.
+   Then fresh `/dev` and `/proc` and a private `/tmp`;
+2. read roots (fs.read bases, the workspace) read-only where the root does
+   not show them, write roots read-write, plus "pins": every directory
+   inside a write root that is an ancestor of a protected or read-denied
+   path is bound onto itself (still writable) so it becomes a mount point
+   and cannot be renamed away — otherwise `mv .git x && mkdir .git` would
+   make `.git/config` creatable, and `mv config c2` would carry a hidden
+   `config/secret.txt` to where no mask covers it in the next call;
 3. protected paths: existing ones read-only, missing ones covered by a
    placeholder on their first missing component (an empty read-only
    directory when a directory is expected there, else an empty file);
@@ -67,7 +74,14 @@ BASE_FLAGS: tuple[str, ...] = (
     "--disable-userns",
     "--cap-drop", "ALL",  # when run as root bwrap would otherwise keep every capability
 )
-BASE_MOUNTS: tuple[str, ...] = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+FRESH_MOUNTS: tuple[str, ...] = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+# The bwrap self-test's mounts (the simplest sandbox that can run /bin/true anywhere).
+BASE_MOUNTS: tuple[str, ...] = ("--ro-bind", "/", "/", *FRESH_MOUNTS)
+# View "minimal": what programs need to run, read-only. Programs (PATH is /usr/local/bin:/usr/bin:/bin),
+# their libraries and loader, and /etc (passwd, ld.so.cache, certificates, alternatives; its secret
+# files are masked by the policy). Not /opt, /var, /srv, /run, /sys, /boot, /home, /root, /mnt, /media:
+# they hold data, services and people's files; fs.read (or view "full") shows them.
+SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 
 # Starts the relay in a detached grandchild (so the command never sees it as its
 # child) with the host channel — running relay.py's code in this interpreter
@@ -165,7 +179,11 @@ class _Plan:
 
 
 class _View:
-    """What the sandbox will see of the host tree, for deciding which mounts are needed."""
+    """What the sandbox will see of the host tree, for deciding which mounts are needed.
+
+    `shown`: the trees the root shows read-only (`("/",)` for view "full",
+    else the real system directories).
+    """
 
     def __init__(
         self,
@@ -173,10 +191,12 @@ class _View:
         denied: Sequence[Path],
         read_roots: Sequence[Path] | None = None,
         hidden_trees: Sequence[Path] = (),
+        shown: Sequence[Path] = (Path("/"),),
     ) -> None:
         self.write_roots = write_roots
         self.read_roots = read_roots or []
         self.denied = denied
+        self.shown = shown
         self.private_tmp = not any(_inside(TMP, r) for r in write_roots)
         # Trees replaced by an empty one (the private /tmp, the user areas) unless a write root holds them.
         self.empty_trees = [TMP] if self.private_tmp else []
@@ -190,11 +210,9 @@ class _View:
             return True
         if any(_inside(p, r) for r in _REPLACED):
             return True
-        return (
-            any(_inside(p, t) for t in self.empty_trees)
-            and not self.writable(p)
-            and not any(_inside(p, r) for r in self.read_roots)
-        )
+        if self.writable(p) or any(_inside(p, r) for r in self.read_roots):
+            return False
+        return any(_inside(p, t) for t in self.empty_trees) or not any(_inside(p, s) for s in self.shown)
 
 
 def _dir_shaped(p: Path) -> bool:
@@ -302,6 +320,7 @@ class _Static:
     network: str
     relay_script: Path | None
     hidden_trees: tuple[Path, ...]
+    view: str
 
 
 _STATIC_MAX = 64
@@ -312,7 +331,7 @@ def _static(policy: SandboxPolicy) -> _Static:
     # Every policy field the plan reads, and nothing else (the env does not shape mounts).
     key = (
         policy.cwd, policy.write_roots, policy.read_denied, policy.read_roots, policy.protected,
-        policy.network, policy.relay_script, policy.proxy_port, policy.hidden_trees,
+        policy.network, policy.relay_script, policy.proxy_port, policy.hidden_trees, policy.view,
     )
     got = _static_cache.get(key)
     if got is None:
@@ -331,6 +350,8 @@ def _make_static(policy: SandboxPolicy) -> _Static:
         relay_script = _absolute(policy.relay_script or DEFAULT_RELAY, "the relay script")
     elif policy.network != "none":
         raise EnvironmentUnavailable("unknown network mode")
+    if policy.view not in ("minimal", "full"):
+        raise EnvironmentUnavailable("unknown sandbox view")
     return _Static(
         cwd=_absolute(policy.cwd, "the working directory"),
         write_roots=tuple(_absolute(r, "a write root") for r in policy.write_roots),
@@ -340,6 +361,7 @@ def _make_static(policy: SandboxPolicy) -> _Static:
         network=policy.network,
         relay_script=relay_script,
         hidden_trees=tuple(_absolute(t, "a hidden tree") for t in policy.hidden_trees),
+        view=policy.view,
     )
 
 
@@ -355,10 +377,39 @@ class _Facts:
     protected: tuple[tuple[Path, bool, bool], ...]  # per protected path: (mount target, exists, dir-shaped)
     relay: Path | None  # the real relay script for network "proxy"
     hidden_trees: tuple[Path, ...]  # real user areas replaced by an empty read-only tree (outermost, existing)
+    system: tuple[tuple[str, str], ...] | None  # view "minimal": (path, symlink text or "") per system entry; None: "/" shown
 
 
-def _observe(st: _Static) -> _Facts:
-    empty = empty_file()  # also creates the private directory, which may need masking below
+def _system_entries() -> tuple[tuple[str, str], ...]:
+    """(path, symlink text or "") for each system directory that exists, plus the real
+    directory of a symlinked one when no other entry shows it (merged /usr needs none)."""
+    out: list[tuple[str, str]] = []
+    targets: list[str] = []
+    for d in SYSTEM_DIRS:
+        try:
+            st = os.lstat(d)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(d)
+            if os.path.isdir(real) and real != "/" and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
+                out.append((d, os.readlink(d)))
+                targets.append(real)
+        elif stat.S_ISDIR(st.st_mode):
+            out.append((d, ""))
+    dirs = [Path(p) for p, link in out if not link]
+    for real in targets:
+        if not any(_inside(real, x) for x in dirs):
+            out.append((real, ""))
+            dirs.append(Path(real))
+    return tuple(out)
+
+
+def _shown(system: tuple[tuple[str, str], ...] | None) -> tuple[Path, ...]:
+    return (Path("/"),) if system is None else tuple(Path(p) for p, link in system if not link)
+
+
+def _write_roots(st: _Static) -> list[Path]:
     roots: list[Path] = []
     for r in st.write_roots:
         if not r.exists():
@@ -368,46 +419,60 @@ def _observe(st: _Static) -> _Facts:
             raise EnvironmentUnavailable(f"write root {real} cannot be bound into the sandbox")
         if real not in roots:
             roots.append(real)
-    roots.sort(key=_depth_key)
+    return sorted(roots, key=_depth_key)
 
+
+def _hidden_trees(st: _Static, granted: Sequence[Path]) -> list[Path]:
+    """View "full": the existing user areas to empty, outermost only, minus those a read root holds whole."""
     hidden_trees: list[Path] = []
     for t in st.hidden_trees:
         real = Path(os.path.realpath(t))
         if real.is_dir() and real != Path("/") and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
             hidden_trees.append(real)
     # A read root that holds a whole user area (fs.read on `/**` or `/home/**`) grants all of it.
-    granted = [Path(os.path.realpath(r)) for r in st.read_roots if os.path.lexists(r)]
     hidden_trees = [t for t in hidden_trees if not any(_inside(t, g) for g in granted)]
-    hidden_trees = _outermost(sorted(set(hidden_trees), key=_depth_key))
+    return _outermost(sorted(set(hidden_trees), key=_depth_key))
+
+
+def _observe(st: _Static) -> _Facts:
+    empty = empty_file()  # also creates the private directory, which may need masking below
+    roots = _write_roots(st)
+    granted = [Path(os.path.realpath(r)) for r in st.read_roots if os.path.lexists(r)]
+    # fs.read on `/**` shows everything anyway: the root itself is then bound, as for view "full".
+    system = None if st.view == "full" or Path("/") in granted else _system_entries()
+    hidden_trees = _hidden_trees(st, granted) if system is None else []
+    shown = _shown(system)
 
     denied: list[Path] = []
     for d in st.read_denied:
         if os.path.lexists(d):
             denied.append(Path(os.path.realpath(d)))
     lock_dir = _lock_dir()
-    if not _View(roots, [], hidden_trees=hidden_trees).hidden(lock_dir):
+    if not _View(roots, [], hidden_trees=hidden_trees, shown=shown).hidden(lock_dir):
         denied.append(lock_dir)  # the placeholder locks are ours alone
     # A denied path inside another one is already hidden; mounting it would need a
     # mount point inside a read-only tmpfs.
     denied = _outermost(sorted(set(denied), key=_depth_key))
     # Read roots are re-bound only where the sandbox would otherwise hide them,
     # never inside a write root (that would take writability away) or a denial.
-    hiding = _View(roots, denied, hidden_trees=hidden_trees)
+    hiding = _View(roots, denied, hidden_trees=hidden_trees, shown=shown)
     wanted = list(st.read_roots)
     if st.network == "proxy":
         # The relay runs on this interpreter: its installation must stay visible (not only the binary).
-        wanted.append(Path(os.path.realpath(sys.base_prefix)))
+        wanted += [Path(os.path.realpath(sys.base_prefix)), _python()]
     read_roots: list[Path] = []
     for r in wanted:
         if not r.exists():
             continue  # files too: fs.read may grant a single file inside a hidden tree
         real = Path(os.path.realpath(r))
+        if any(_inside(real, x) for x in _REPLACED):
+            continue  # /dev and /proc are the sandbox's own; host content is never shown there
         if hiding.writable(real) or any(_inside(real, d) for d in denied) or not hiding.hidden(real):
             continue
         if real not in read_roots:
             read_roots.append(real)
     read_roots = _outermost(read_roots)
-    view = _View(roots, denied, read_roots, hidden_trees)
+    view = _View(roots, denied, read_roots, hidden_trees, shown)
 
     real_cwd = Path(os.path.realpath(st.cwd))
     if not real_cwd.is_dir():
@@ -438,6 +503,7 @@ def _observe(st: _Static) -> _Facts:
         protected=protected,
         relay=relay,
         hidden_trees=tuple(hidden_trees),
+        system=system,
     )
 
 
@@ -446,8 +512,8 @@ def _plan_from(facts: _Facts) -> _Plan:
     """The mount arguments for what `facts` describe (pure; see the module docstring for the order)."""
     roots = list(facts.roots)
     root_set = set(roots)
-    view = _View(roots, facts.denied, facts.read_roots, facts.hidden_trees)
-    args: list[str] = []
+    view = _View(roots, facts.denied, facts.read_roots, facts.hidden_trees, _shown(facts.system))
+    args: list[str] = _root_mounts(facts.system)
     placeholders: list[Path] = []
 
     # -- user areas: empty trees, made read-only once everything inside them is bound ----
@@ -462,11 +528,7 @@ def _plan_from(facts: _Facts) -> _Plan:
         if view.writable(target) and target not in root_set and not view.hidden(target):
             protect[target] = (exists, as_dir)
     targets = _outermost(sorted(protect, key=_depth_key))
-    pins: set[Path] = set()
-    for t in targets:
-        for anc in t.parents:
-            if anc not in root_set and view.writable(anc):
-                pins.add(anc)
+    pins = _pins([*targets, *facts.denied], view, root_set)
 
     ro = set(facts.read_roots)
     for path in sorted([*facts.read_roots, *roots, *pins], key=_depth_key):
@@ -499,7 +561,35 @@ def _plan_from(facts: _Facts) -> _Plan:
             args += ["--perms", "0555", "--tmpfs", str(d), "--remount-ro", str(d)]
         else:
             args += ["--ro-bind", empty, str(d)]
+    if facts.system is not None:
+        args += ["--remount-ro", "/"]  # the root tmpfs, once every mount point in it exists
     return _Plan(args=tuple(args), placeholders=tuple(placeholders))
+
+
+def _pins(kept: Sequence[Path], view: _View, root_set: set[Path]) -> set[Path]:
+    """The directories inside write roots above the protected and the hidden paths, each to be bound onto itself.
+
+    A hidden path is pinned too: a deny follows its file only if the file stays
+    where the deny names it (neither it nor an ancestor can then be renamed).
+    """
+    pins: set[Path] = set()
+    for t in kept:
+        if t in root_set or not view.writable(t) or view.hidden(t, by_denial=False):
+            continue
+        for anc in t.parents:
+            if anc not in root_set and view.writable(anc):
+                pins.add(anc)
+    return pins
+
+
+def _root_mounts(system: tuple[tuple[str, str], ...] | None) -> list[str]:
+    """The root (host `/`, or a tmpfs showing the system entries), then fresh /dev, /proc and /tmp."""
+    if system is None:
+        return ["--ro-bind", "/", "/", *FRESH_MOUNTS]
+    out = list(FRESH_MOUNTS)
+    for path, link in system:
+        out += ["--symlink", link, path] if link else ["--ro-bind", path, path]
+    return out
 
 
 def build_plan(policy: SandboxPolicy) -> _Plan:
@@ -693,7 +783,7 @@ class BwrapEnvironment(Environment):
             env |= proxy_env(policy.proxy_port)
             relay = os.path.realpath(policy.relay_script or DEFAULT_RELAY)
             command = [str(_python()), "-I", "-S", "-c", _LAUNCHER, channel_fd, str(policy.proxy_port), relay, "--", *command]
-        out = [bwrap_binary(), *BASE_FLAGS, *BASE_MOUNTS, *plan.args, "--seccomp", filter_fd, "--clearenv"]
+        out = [bwrap_binary(), *BASE_FLAGS, *plan.args, "--seccomp", filter_fd, "--clearenv"]
         for key in sorted(env):
             out += ["--setenv", key, env[key]]
         out += ["--chdir", os.path.realpath(policy.cwd), "--", *command]

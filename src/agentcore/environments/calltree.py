@@ -7,20 +7,39 @@ compiled:
   hooks and config, a sub-project's `.vscode` (ENV-7);
 - files a wildcard deny rule names (`**/.env`, `**/*.pem`): a deny on
   reading hides them, a deny on writing keeps them read-only (ENV-6).
-  Literal denied paths are the policy's own (`denies.py`, `policy.py`).
+  Literal denied paths are the policy's own (`denies.py`, `policy.py`);
+- regular files with more than one hard link (ENV-13): the other names of
+  the inode may lie anywhere, so writing one in place could change a file
+  outside every root. Such a file is kept read-only unless the walk saw
+  every one of its names, each in a writable root and none protected or
+  denied (`cargo`'s `target/` links, an `ln a b` of an earlier call); and
+  every name of a read-denied file's inode is hidden like the file itself.
 
 One walk finds all of them. It never follows symlinks, stops after
 `max_entries` entries and `max_depth` levels, and does not enter `.git` or
 the protected directories. Past those bounds nothing is found: the
 capability check and the rules still refuse what they see, and SPEC states
-the limit.
+the limit. Finding hard links costs one `lstat` per regular file walked
+(directories never count: they always have two or more links), about 3 µs
+each: 60 ms for 20,000 files, five times the walk itself. So the links found
+are kept, and reused while no directory of the walk has changed since (every
+directory's identity and mtime compared; a directory modified within the last
+few seconds is never trusted, since its mtime could still be the same after
+another change in the same clock tick). Anything a command or a file tool can
+do that gives a file another name changes a walked directory (or happens
+where the walk does not look anyway); what the reuse can miss is another
+program on the host giving an unchanged file a new name outside the walk,
+until some walked directory changes.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import threading
+import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protected import PROTECTED_DIRS, PROTECTED_NAMES
@@ -28,12 +47,110 @@ from .denies import WildcardDeny
 
 MAX_ENTRIES = 20_000
 MAX_DEPTH = 8
+# bwrap's cost grows with the square of the mounts (each read-only bind re-reads the mount table):
+# about 20 ms at 50 mounts, 380 ms at 400, 11 s at 3,500. Hard-linked files beyond this many are
+# covered by read-only directories instead (a pnpm `node_modules` has thousands of them).
+MAX_LINK_MOUNTS = 64
+SETTLED_NS = 3_000_000_000  # a directory modified less than this before a walk may still change unseen
+_CACHE_MAX = 16
+_cache: dict[tuple[object, ...], tuple[tuple[tuple[str, int, int, int], ...], dict[tuple[int, int], list[tuple[str, bool]]], dict[tuple[int, int], int]]] = {}
+_cache_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class CallTree:
     protected: tuple[Path, ...]  # read-only: protected names below a writable root's top, wildcard write denies
-    denied: tuple[Path, ...]  # hidden: files (and `/**` directories) wildcard read denies match
+    denied: tuple[Path, ...]  # hidden: files (and `/**` directories) wildcard read denies match, and their other names
+    linked: tuple[Path, ...] = ()  # read-only: hard-linked files in writable roots not proven to be wholly inside them (or directories holding them)
+    frozen: tuple[Path, ...] = ()  # writable roots that hold too many of them apart: read-only as a whole
+
+
+def linked_inodes(paths: Iterable[Path]) -> set[tuple[int, int]]:
+    """(st_dev, st_ino) of each of `paths` that is a regular file with more than one link."""
+    out: set[tuple[int, int]] = set()
+    for p in paths:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            out.add((st.st_dev, st.st_ino))
+    return out
+
+
+@dataclass
+class _Links:
+    """Regular files with several links seen by the walk, grouped by inode (ENV-13).
+
+    `hunt`: also look in the read-only part of the walk, because a read-denied
+    inode may have another name there that would show its content.
+    """
+
+    denied_inodes: set[tuple[int, int]]
+    hunt: bool
+    groups: dict[tuple[int, int], list[tuple[str, bool]]] = field(default_factory=dict)
+    nlink: dict[tuple[int, int], int] = field(default_factory=dict)
+    pending: list[tuple[os.DirEntry[str], bool]] = field(default_factory=list)
+    dirs: list[tuple[str, int, int, int]] = field(default_factory=list)  # (path, dev, ino, mtime) of every directory walked
+    settled: bool = True  # no directory walked was modified within SETTLED_NS of the walk
+    started: int = field(default_factory=time.time_ns)
+
+    @classmethod
+    def start(cls, denied: Sequence[Path], wildcard_read_denies: bool) -> "_Links":
+        inodes = linked_inodes(denied)
+        return cls(inodes, hunt=bool(inodes) or wildcard_read_denies)
+
+    def visit(self, directory: str) -> None:
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            st = None
+        if st is None:
+            self.dirs.append((directory, -1, -1, -1))
+            return
+        self.dirs.append((directory, st.st_dev, st.st_ino, st.st_mtime_ns))
+        if st.st_mtime_ns > self.started - SETTLED_NS:
+            self.settled = False
+
+    def settle(self, key: tuple[object, ...]) -> None:
+        """Fill `groups`: from the last walk of the same roots if no directory changed since, else by lstat."""
+        fingerprint = tuple(self.dirs)
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is not None and hit[0] == fingerprint:
+            self.groups, self.nlink = hit[1], hit[2]
+            return
+        for entry, writable in self.pending:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_nlink > 1:
+                ino = (st.st_dev, st.st_ino)
+                self.groups.setdefault(ino, []).append((entry.path, writable))
+                self.nlink[ino] = st.st_nlink
+        with _cache_lock:
+            if self.settled:
+                if len(_cache) >= _CACHE_MAX:
+                    _cache.clear()
+                _cache[key] = (fingerprint, self.groups, self.nlink)
+            else:
+                _cache.pop(key, None)
+
+    def result(self, denied: Iterable[str], sensitive: Iterable[str]) -> tuple[list[Path], list[Path]]:
+        """(names to hide, names to keep read-only)."""
+        hidden, sens = set(denied), set(sensitive)
+        hide: list[Path] = []
+        keep: list[Path] = []
+        for key, names in self.groups.items():
+            paths = [p for p, _w in names]
+            if key in self.denied_inodes or any(p in hidden for p in paths):
+                hide += [Path(p) for p in paths if p not in hidden]
+                continue
+            whole = len(names) == self.nlink[key] and all(w for _p, w in names) and not any(p in sens for p in paths)
+            if not whole:
+                keep += [Path(p) for p, w in names if w and p not in sens]
+        return hide, keep
 
 
 def _outermost_roots(roots: Iterable[Path]) -> list[Path]:
@@ -50,12 +167,20 @@ def scan(
     read_denies: Sequence[WildcardDeny] = (),
     write_denies: Sequence[WildcardDeny] = (),
     *,
+    denied_paths: Sequence[Path] = (),
+    protected_paths: Sequence[Path] = (),
     max_entries: int = MAX_ENTRIES,
     max_depth: int = MAX_DEPTH,
 ) -> CallTree:
-    """Walk the writable roots (everything) and, when read denies exist, the read roots (for them)."""
+    """Walk the writable roots (everything) and, when read denies exist, the read roots (for them).
+
+    `denied_paths` and `protected_paths`: the policy's own (literal) hidden and
+    read-only paths, so that their hard links elsewhere are treated alike.
+    """
     writable = [os.path.normpath(r) for r in write_roots]
-    roots = _outermost_roots([*write_roots, *(read_roots if read_denies else ())])
+    links = _Links.start(denied_paths, bool(read_denies))
+    pending = links.pending
+    roots = _outermost_roots([*write_roots, *(read_roots if links.hunt else ())])
     protected: list[Path] = []
     denied: list[Path] = []
     seen = 0
@@ -66,6 +191,7 @@ def scan(
     stack: list[tuple[str, int, bool]] = [(os.fspath(r), 0, in_write_root(os.fspath(r))) for r in roots]
     while stack and seen < max_entries:
         top, depth, top_writable = stack.pop()
+        links.visit(top)
         try:
             entries = list(os.scandir(top))
         except OSError:
@@ -79,6 +205,8 @@ def scan(
             except OSError:
                 continue
             full = entry.path
+            if is_file and (top_writable or links.hunt):
+                pending.append((entry, top_writable))  # its link count is looked at once the walk is done
             if read_denies and (is_file or is_dir) and _matched(read_denies, full, is_file):
                 denied.append(Path(full))
                 continue  # a hidden directory is hidden whole (nothing below it needs protecting either)
@@ -86,7 +214,9 @@ def scan(
                 if write_denies and (is_file or is_dir) and _matched(write_denies, full, is_file):
                     protected.append(Path(full))
                     continue  # read-only as a whole
-                if depth > 0 and (name in PROTECTED_NAMES or name in PROTECTED_DIRS):
+                if name in PROTECTED_NAMES or name in PROTECTED_DIRS:
+                    # At the top too: the policy no longer lists them there (the guard keeps them), and
+                    # a hard link to one must be known as a link to a protected file.
                     protected.append(Path(full))
                 if name == ".git" and is_dir:
                     protected.extend([Path(full) / "hooks", Path(full) / "config", Path(full) / "info" / "attributes"])
@@ -95,7 +225,34 @@ def scan(
             if is_dir and depth < max_depth and name not in PROTECTED_DIRS:
                 # A read root above a write root: writability starts where the write root does.
                 stack.append((full, depth + 1, top_writable or in_write_root(full)))
-    return CallTree(tuple(protected), tuple(denied))
+    links.settle((tuple(writable), tuple(roots), links.hunt, max_entries, max_depth))
+    hide, keep = links.result(
+        [*map(os.fspath, denied), *map(os.fspath, denied_paths)], [*map(os.fspath, protected), *map(os.fspath, protected_paths)]
+    )
+    linked, frozen = cover(keep, [Path(w) for w in writable], MAX_LINK_MOUNTS)
+    return CallTree(tuple(protected), tuple(denied + hide), tuple(linked), tuple(frozen))
+
+
+def cover(paths: Sequence[Path], roots: Sequence[Path], cap: int) -> tuple[list[Path], list[Path]]:
+    """At most `cap` paths inside `roots` that cover every one of `paths`, and the roots to freeze whole if that fails.
+
+    The deepest paths are replaced by their parent directory, level by level,
+    never by a root itself; when even the children of the roots are too many,
+    the roots that hold them are returned to be made read-only entirely.
+    Covering more than needed only makes more read-only (fail closed).
+    """
+    root_set = set(roots)
+    targets = set(paths)
+    while len(targets) > cap:
+        deepest = max(len(t.parts) for t in targets)
+        lifted = {t.parent if len(t.parts) == deepest and t.parent not in root_set else t for t in targets}
+        lifted = {t for t in lifted if not any(a in lifted for a in t.parents)}
+        if lifted == targets:
+            break
+        targets = lifted
+    if len(targets) <= cap:
+        return sorted(targets), []
+    return [], sorted({r for t in targets for r in roots if r in t.parents})
 
 
 def _matched(denies: Sequence[WildcardDeny], path: str, is_file: bool) -> bool:

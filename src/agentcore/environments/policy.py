@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..protected import sandbox_protected_paths
 from .base import SandboxPolicy
+from .calltree import linked_inodes, scan
 from .denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
+from .gitenv import git_env
 
 if TYPE_CHECKING:
     from ..manifest.compiled import CompiledManifest, EffectiveCapabilities
@@ -29,9 +31,14 @@ SYSTEM_SECRET_PATHS = (
     "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
     "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_dsa_key",
     "/run/secrets", "/var/run/secrets",  # container and Kubernetes secret mounts (service account tokens)
+    # Private keys and stored passwords that /etc holds on common systems (shown by view "minimal" too).
+    "/etc/ssl/private", "/etc/pki/tls/private", "/etc/letsencrypt", "/etc/krb5.keytab", "/etc/ipsec.secrets",
+    "/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets", "/etc/NetworkManager/system-connections",
+    "/etc/wpa_supplicant", "/etc/security/opasswd", "/etc/credstore", "/etc/credstore.encrypted",
 )
-# Where people keep their own files: hidden from the sandbox except what fs.read or fs.write grants,
-# so a manifest that reads only its workspace cannot `cat` the rest of a home directory.
+# Where people keep their own files: with view "full", hidden from the sandbox except what fs.read or
+# fs.write grants, so a manifest that reads only its workspace cannot `cat` the rest of a home directory.
+# (View "minimal" shows none of them in the first place.)
 USER_AREAS = ("/home", "/root", "/srv", "/mnt", "/media")
 ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -69,7 +76,7 @@ def _write_denied(manifest: "CompiledManifest") -> list[Path]:
 
 
 def _read_roots(manifest: "CompiledManifest") -> list[Path]:
-    """The workspace roots and the bases of fs.read patterns (the sandbox may need to re-show them).
+    """The workspace roots and the bases of fs.read patterns: what the sandbox shows besides the system directories.
 
     A pattern's base is its deepest literal directory, or the file itself for
     a literal pattern (`~/.gitconfig`).
@@ -106,6 +113,8 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     }
     if os.environ.get("TZ"):
         env["TZ"] = os.environ["TZ"]
+    # git with its fixed safe settings; each call adds overrides for what the repositories define (callguard.py).
+    env |= git_env(())
     return SandboxPolicy(
         cwd=cwd,
         write_roots=tuple(write_roots),
@@ -114,12 +123,9 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         network="proxy" if manifest.effective.net_hosts else "none",
         read_roots=tuple(_read_roots(manifest)),
         hidden_trees=tuple(_hidden_trees()),
+        view="full" if manifest.sandbox_view == "full" else "minimal",
         env=env,
     )
-
-
-# What an MCP server sees of the root besides its grant: the system directories programs run from.
-SYSTEM_VIEW = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys", "tmp", "nix", "gnu")
 
 
 def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") -> SandboxPolicy:
@@ -128,51 +134,29 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
     As `policy_for` with `grant` in place of the effective set (write roots,
     masked secrets, network), plus:
 
-    - the minimal system view: every top-level directory of `/` other than
-      `SYSTEM_VIEW` (so `/var`, `/opt`, `/srv`, `/run`, `/home`, `/root`, a
-      repository checked out under `/work`...) is hidden like a user area, the
-      grant's own roots inside them bound back;
-    - read roots are the grant's `fs.read` bases only (not the workspace);
-    - every scope of the agent itself (workspace roots, the bases of its
-      `fs.read` and `fs.write` patterns) that the grant does not cover is hidden
-      like a user area (directories) or masked (files), so a server sees of the
-      agent's files only what it was granted;
+    - always the minimal view (ENV-5), whatever the manifest's `sandbox.view`:
+      the system directories programs need, and nothing of the host besides;
+    - read roots are the grant's `fs.read` bases only (not the workspace), so
+      none of the agent's own files shows unless the grant covers it;
     - the working directory is the first workspace root when the grant lets it
       read it, else the first directory the grant lets it write or read, else
-      `/usr` (a directory every view shows);
+      `/usr` (the minimal view shows nothing else that is sure to exist);
     - files that wildcard denies name, and nested protected paths, as found
       now (the walk `bash` makes per call, made once per start).
     """
     import dataclasses
 
-    from .calltree import scan
-
     scoped = dataclasses.replace(manifest, effective=grant)
     base = policy_for(scoped)
     read_roots = [p.base for p in grant.fs_read if p.base.exists()]
-    hidden = list(base.hidden_trees) + _outside_system_view()
-    masked = list(base.read_denied)
-    for p in _agent_scopes(manifest):
-        if grant.can_read(os.fspath(p)) or grant.can_write(os.fspath(p)) or not p.exists():
-            continue
-        (hidden if p.is_dir() else masked).append(p)
     ws = manifest.workspace
     cwd = ws if ws is not None and grant.can_read(os.fspath(ws)) else _server_cwd(grant)
     read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
     write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
-    protected = list(base.protected)
-    if base.write_roots or read_denies:
-        found = scan(base.write_roots, read_roots, read_denies, write_denies)
-        protected += found.protected
-        masked += found.denied
-    return dataclasses.replace(
-        base,
-        cwd=cwd,
-        read_roots=tuple(dict.fromkeys(read_roots)),
-        hidden_trees=tuple(dict.fromkeys(hidden)),
-        read_denied=tuple(dict.fromkeys(masked)),
-        protected=tuple(dict.fromkeys(protected)),
-    )
+    policy = dataclasses.replace(base, cwd=cwd, view="minimal", read_roots=tuple(dict.fromkeys(read_roots)))
+    if base.write_roots or read_denies or linked_inodes(base.read_denied):
+        policy = _with_walk(policy, read_roots, read_denies, write_denies)
+    return policy
 
 
 def _server_cwd(grant: "EffectiveCapabilities") -> Path:
@@ -182,17 +166,20 @@ def _server_cwd(grant: "EffectiveCapabilities") -> Path:
     return Path("/usr")
 
 
-def _outside_system_view() -> list[Path]:
-    try:
-        names = sorted(os.listdir("/"))
-    except OSError:
-        return []
-    return [Path("/", n) for n in names if n not in SYSTEM_VIEW and os.path.isdir(os.path.join("/", n))]
+def _with_walk(policy: SandboxPolicy, read_roots: list[Path], read_denies: Any, write_denies: Any) -> SandboxPolicy:
+    """What the walk finds now, as `bash` folds it in per call: write-denied, nested protected and
+    hard-linked entries read-only, read-denied files hidden, roots too full of links read-only whole."""
+    import dataclasses
 
-
-def _agent_scopes(manifest: "CompiledManifest") -> list[Path]:
-    out: list[Path] = list(manifest.workspace_roots)
-    for pat in (*manifest.effective.fs_read, *manifest.effective.fs_write):
-        if pat.base != Path("/"):
-            out.append(pat.base)
-    return list(dict.fromkeys(out))
+    found = scan(policy.write_roots, read_roots, read_denies, write_denies,
+                 denied_paths=policy.read_denied, protected_paths=policy.protected)
+    frozen = [*found.frozen, *(r for r in policy.write_roots if linked_inodes([r]))]
+    if frozen:
+        policy = dataclasses.replace(policy, write_roots=tuple(r for r in policy.write_roots if r not in frozen),
+                                     read_roots=(*policy.read_roots, *frozen))
+    kept = [*policy.protected, *found.protected, *found.linked]
+    return dataclasses.replace(
+        policy,
+        protected=tuple(dict.fromkeys(kept)),
+        read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])),
+    )

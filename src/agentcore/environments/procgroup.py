@@ -30,6 +30,7 @@ from pathlib import Path
 import anyio
 from anyio.lowlevel import checkpoint
 
+from ..errors import OutputCapped
 from .base import OutputSink, ProcessOutcome
 
 CHUNK = 1 << 20  # bytes per read; one read empties a full enlarged pipe
@@ -86,6 +87,7 @@ class _PumpState:
     def __init__(self) -> None:
         self.eof = anyio.Event()
         self.sink_error: Exception | None = None
+        self.capped = False  # the sink wants no more output: the group is killed
 
 
 async def read_fd(fd: int, on_chunk: Callable[[bytes], Awaitable[None]], size: int = CHUNK) -> None:
@@ -122,7 +124,8 @@ async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio
     """Copy the pipe into `sink` until EOF; `sink=None` discards (used while cancelling).
 
     A failing sink is recorded (not raised inside the task group, where it would
-    arrive wrapped in an ExceptionGroup) and `stop` is cancelled.
+    arrive wrapped in an ExceptionGroup) and `stop` is cancelled; so is a full
+    one (OutputCapped), which is recorded as `capped`.
     """
 
     async def deliver(chunk: bytes) -> None:
@@ -130,6 +133,9 @@ async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio
             return
         try:
             await sink.write(chunk)
+        except OutputCapped:
+            state.capped = True
+            raise _SinkFailed from None
         except Exception as exc:
             state.sink_error = exc
             raise _SinkFailed from exc
@@ -162,12 +168,12 @@ async def _terminate(child: Child, fd: int, sink: OutputSink | None) -> None:
     await _drain(fd, sink, DRAIN_GRACE_S)
 
 
-def _outcome(returncode: int | None, *, timed_out: bool) -> ProcessOutcome:
+def _outcome(returncode: int | None, *, timed_out: bool, capped: bool) -> ProcessOutcome:
     if returncode is None:
-        return ProcessOutcome(exit_code=None, timed_out=timed_out, cancelled=False, term_signal=None)
+        return ProcessOutcome(exit_code=None, timed_out=timed_out, cancelled=False, term_signal=None, output_capped=capped)
     if returncode < 0:
-        return ProcessOutcome(exit_code=None, timed_out=timed_out, cancelled=False, term_signal=-returncode)
-    return ProcessOutcome(exit_code=returncode, timed_out=timed_out, cancelled=False, term_signal=None)
+        return ProcessOutcome(exit_code=None, timed_out=timed_out, cancelled=False, term_signal=-returncode, output_capped=capped)
+    return ProcessOutcome(exit_code=returncode, timed_out=timed_out, cancelled=False, term_signal=None, output_capped=capped)
 
 
 def output_pipe() -> tuple[int, int]:
@@ -245,7 +251,12 @@ async def run_process_group(
                 tg.cancel_scope.cancel()  # a holder that left the group keeps the pipe open: stop reading
         if state.sink_error is not None:
             raise state.sink_error
-        if deadline.cancelled_caught:
+        if state.capped:
+            # The output reached its cap: the whole group goes as on timeout, and
+            # whatever it still writes is drained and dropped, never stored.
+            with anyio.CancelScope(shield=True):
+                await _terminate(child, fd, None)
+        elif deadline.cancelled_caught:
             # Only a leader still running at the deadline is a timeout; one that
             # exited just before it merely had stragglers (already SIGKILLed).
             timed_out = child.returncode is None
@@ -260,7 +271,7 @@ async def run_process_group(
         # Nothing waits on either descriptor any more: every waiter above has finished.
         os.close(fd)
         child.close()
-    return _outcome(child.returncode, timed_out=timed_out)
+    return _outcome(child.returncode, timed_out=timed_out, capped=state.capped)
 
 
 # -- long-running processes with pipes (MCP stdio servers) ----------------------------------------

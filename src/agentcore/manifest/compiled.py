@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import CompileError
 from ..limits import Limits
@@ -13,7 +14,8 @@ from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
 from ..rules.model import CompiledRule, Rule, compile_rules
 from ..variables import Bindings, expand, variables_in
-from ..vocabulary import LOCKED_IDS, unknown_categories
+from ..textdata import LineIndex, did_you_mean, key_path_text, line_of
+from ..vocabulary import LOCKED_IDS, WATCHDOG_CATEGORIES, unknown_categories
 from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec
 from .schema import ManifestSpec, McpServerSpec, RequiresSpec
@@ -78,6 +80,7 @@ class CompiledManifest:
     skill_dirs: tuple[Path, ...]
     protected_files: tuple[Path, ...]
     deferred: tuple[str, ...] = ()
+    sandbox_view: str = "minimal"  # ENV-5: "full" shows the whole root read-only
     mcp_servers: dict[str, CompiledMcpServer] = field(default_factory=dict)
 
     @property
@@ -94,9 +97,28 @@ class CompiledManifest:
         return tuple(Path(p) for p in self.bindings.values.get("workspace", ()))
 
 
-def _compile_paths(patterns: Iterable[str], bindings: Bindings, where: str) -> list[PathPattern]:
+Locate = Callable[..., str]
+"""`at(*key_path)` is where a key of the manifest was written: "file:line: key.path" (or "origin: key.path")."""
+
+# REQ-2: two or more lowercase identifiers joined by dots.
+CAPABILITY_NAME = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+")
+
+
+def locator(spec: ManifestSpec, origin: str) -> Locate:
+    """Where each key of `spec` was written, when it was read from a file (the loader keeps the lines)."""
+    lines: LineIndex = getattr(spec, "_lines", None) or {}
+    file = getattr(spec, "_file", None) or origin
+
+    def at(*key: Any) -> str:
+        return f"{file}:{line_of(lines, key)}: {key_path_text(key)}" if lines else f"{file}: {key_path_text(key)}"
+
+    return at
+
+
+def _compile_paths(patterns: Iterable[str], bindings: Bindings, at: Locate, key: tuple[str, ...]) -> list[PathPattern]:
     out: list[PathPattern] = []
-    for raw in patterns:
+    for i, raw in enumerate(patterns):
+        where = at(*key, i)
         for text in expand(raw, bindings, where=where):
             try:
                 out.append(compile_path_pattern(raw, text, anchor=bindings.workspace))
@@ -105,29 +127,51 @@ def _compile_paths(patterns: Iterable[str], bindings: Bindings, where: str) -> l
     return out
 
 
-def _compile_requires(req: RequiresSpec, bindings: Bindings, origin: str) -> dict[str, list[Any]]:
+def _compile_hosts(hosts: Iterable[str], bindings: Bindings, at: Locate) -> list["HostPattern"]:
     from ..net.hosts import compile_host_pattern
 
-    hosts: list[Any] = []
-    for raw in req.net.hosts:
+    out: list[HostPattern] = []
+    for i, raw in enumerate(hosts):
+        where = at("requires", "net", "hosts", i)
         if variables_in(raw) or "{" in raw:
             # Hosts are not paths: a variable there is a mistake, not a scope (VAR-5).
-            raise CompileError("a host pattern cannot contain a variable", location=f"{origin}: requires.net.hosts")
-        for text in expand(raw, bindings, escape=False, where=f"{origin}: requires.net.hosts"):
+            raise CompileError("a host pattern cannot contain a variable", location=where)
+        for text in expand(raw, bindings, escape=False, where=where):
             try:
-                hosts.append(compile_host_pattern(text))
+                out.append(compile_host_pattern(text))
             except Exception as exc:  # the host module raises its own typed errors
-                raise CompileError(f"invalid host pattern: {getattr(exc, 'message', exc)}", location=f"{origin}: requires.net.hosts") from None
-    shell: list[ShellRequirement] = []
-    for s in req.shell:
+                raise CompileError(f"invalid host pattern: {getattr(exc, 'message', exc)}", location=where) from None
+    return out
+
+
+def _compile_shell(req: RequiresSpec, at: Locate) -> list[ShellRequirement]:
+    out: list[ShellRequirement] = []
+    for i, s in enumerate(req.shell):
         args = None if s.args is None else [a if isinstance(a, str) else a.model_dump() for a in s.args]
-        shell.append(compile_shell_requirement(s.cmd, args))
+        try:
+            out.append(compile_shell_requirement(s.cmd, args))
+        except ValueError as exc:
+            raise CompileError(str(exc), location=at("requires", "shell", i)) from None
+    return out
+
+
+def _check_capability_names(req: RequiresSpec, at: Locate) -> list[str]:
+    for i, name in enumerate(req.capabilities):
+        if not CAPABILITY_NAME.fullmatch(name):
+            raise CompileError(
+                "a capability name is two or more lowercase identifiers joined by '.' (e.g. db.query)",
+                location=at("requires", "capabilities", i),
+            )
+    return list(req.capabilities)
+
+
+def _compile_requires(req: RequiresSpec, bindings: Bindings, at: Locate) -> dict[str, list[Any]]:
     return {
-        "fs_read": _compile_paths(req.fs.read, bindings, f"{origin}: requires.fs.read"),
-        "fs_write": _compile_paths(req.fs.write, bindings, f"{origin}: requires.fs.write"),
-        "net_hosts": hosts,
-        "shell": shell,
-        "capabilities": list(req.capabilities),
+        "fs_read": _compile_paths(req.fs.read, bindings, at, ("requires", "fs", "read")),
+        "fs_write": _compile_paths(req.fs.write, bindings, at, ("requires", "fs", "write")),
+        "net_hosts": _compile_hosts(req.net.hosts, bindings, at),
+        "shell": _compile_shell(req, at),
+        "capabilities": _check_capability_names(req, at),
     }
 
 
@@ -142,14 +186,14 @@ def _dedupe(items: Iterable[Any], key: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _bindings(spec: ManifestSpec, workspace: Path | None, source: Path | None, origin: str, ad_hoc: Sequence[Path], user_data: Path | None) -> Bindings:
+def _bindings(spec: ManifestSpec, workspace: Path | None, source: Path | None, at: Locate, ad_hoc: Sequence[Path], user_data: Path | None) -> Bindings:
     ws = Path(os.path.realpath(workspace)) if workspace else None
     roots_bindings = Bindings.for_workspace(ws)
     base = source.parent if source else (ws or Path.cwd())
     extra_roots = [
         Path(os.path.realpath(os.path.join(base, text)))
-        for raw in spec.roots
-        for text in expand(raw, roots_bindings, escape=False, where=f"{origin}: roots")
+        for i, raw in enumerate(spec.roots)
+        for text in expand(raw, roots_bindings, escape=False, where=at("roots", i))
     ]
     return Bindings.for_workspace(
         ws,
@@ -159,37 +203,44 @@ def _bindings(spec: ManifestSpec, workspace: Path | None, source: Path | None, o
     )
 
 
-def _check_tools(spec: ManifestSpec, catalog: ToolCatalog, origin: str) -> None:
-    for tool_id in spec.tools:
-        if not catalog.has(tool_id):
-            broken = catalog.load_error(tool_id)
-            if broken:
-                raise CompileError(f"tool {tool_id!r} failed to load: {broken}", location=f"{origin}: tools")
-            raise CompileError(f"unknown tool {tool_id!r} in tools", location=f"{origin}: tools")
-    if len(set(spec.tools)) != len(spec.tools):
-        raise CompileError("a tool is listed twice in tools", location=f"{origin}: tools")
-    for tool_id in spec.deferred_tools:
-        if not catalog.has(tool_id):
-            raise CompileError(f"unknown tool {tool_id!r} in deferred_tools", location=f"{origin}: deferred_tools")
+def _check_tools(spec: ManifestSpec, catalog: ToolCatalog, at: Locate) -> None:
+    for key in ("tools", "deferred_tools"):
+        for i, tool_id in enumerate(getattr(spec, key)):
+            if not catalog.has(tool_id):
+                broken = catalog.load_error(tool_id)
+                if broken:
+                    raise CompileError(f"tool {tool_id!r} failed to load: {broken}", location=at(key, i))
+                raise CompileError(f"unknown tool {tool_id!r}{did_you_mean(tool_id, catalog.ids())}", location=at(key, i))
+    for i, tool_id in enumerate(spec.tools):
+        if tool_id in spec.tools[:i]:
+            raise CompileError(f"tool {tool_id!r} is listed twice", location=at("tools", i))
+    for i, tool_id in enumerate(spec.deferred_tools):
         if tool_id in LOCKED_IDS or tool_id in spec.tools:
             raise CompileError(
                 f"{tool_id!r} cannot be deferred (locked tools and enabled tools are always advertised)",
-                location=f"{origin}: deferred_tools",
+                location=at("deferred_tools", i),
             )
 
 
-def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, origin: str) -> tuple[EffectiveCapabilities, dict[str, CompiledMcpServer]]:
+def _tool_locator(tool_id: str) -> Locate:
+    return lambda *key: f"tool {tool_id}: {key_path_text(key)}"
+
+
+def _server_locator(at: Locate, name: str) -> Locate:
+    return lambda *key: at("mcp", name, *key)
+
+
+def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, at: Locate) -> tuple[EffectiveCapabilities, dict[str, CompiledMcpServer]]:
     """The union of the manifest's, every enabled tool's and every MCP server's requirements (CAP-1, MCP-4)."""
-    parts = [("manifest", _compile_requires(spec.requires, bindings, origin))]
+    parts = [("manifest", _compile_requires(spec.requires, bindings, at))]
     # Deferred tools count toward the effective set from the start, so finding
     # one with tool_search never widens the sandbox (TSRCH-4).
     for tool_id in [*spec.tools, *spec.deferred_tools]:
         tool_req = catalog.get(tool_id).requirements(spec)
-        parts.append((tool_id, _compile_requires(tool_req, bindings, f"tool {tool_id}")))
+        parts.append((tool_id, _compile_requires(tool_req, bindings, _tool_locator(tool_id))))
     servers: dict[str, CompiledMcpServer] = {}
     for name, server in spec.mcp.items():
-        who = f"mcp server {name}"
-        part = (who, _compile_requires(server.requires, bindings, f"{origin}: {who}"))
+        part = (f"mcp server {name}", _compile_requires(server.requires, bindings, _server_locator(at, name)))
         parts.append(part)
         servers[name] = CompiledMcpServer(name=name, spec=server, grant=_union([part]))
     return _union(parts), servers
@@ -214,32 +265,32 @@ def _union(parts: list[tuple[str, dict[str, list[Any]]]]) -> EffectiveCapabiliti
     )
 
 
-def _check_mcp(spec: ManifestSpec, origin: str) -> None:
+def _check_mcp(spec: ManifestSpec, at: Locate) -> None:
     for name, server in spec.mcp.items():
         if server.defer is True and "tool_search" not in spec.tools:
             raise CompileError("defer: true keeps the tools behind tool_search, which is not enabled in tools",
-                               location=f"{origin}: mcp.{name}.defer")
+                               location=at("mcp", name, "defer"))
 
 
-def _check_watchdog(spec: ManifestSpec, origin: str) -> None:
-    unknown = unknown_categories(spec.watchdog.disable)
-    if unknown:
-        raise CompileError(
-            f"unknown watchdog categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}",
-            location=f"{origin}: watchdog.disable",
-        )
+def _check_watchdog(spec: ManifestSpec, at: Locate) -> None:
+    for i, name in enumerate(spec.watchdog.disable):
+        if unknown_categories([name]):
+            raise CompileError(
+                f"unknown watchdog category {name!r}{did_you_mean(name, WATCHDOG_CATEGORIES)}",
+                location=at("watchdog", "disable", i),
+            )
 
 
 def _agents(spec: ManifestSpec, base: Path) -> dict[str, Path]:
     return {name: Path(os.path.realpath(os.path.join(base, rel))) for name, rel in spec.agents.items()}
 
 
-def _skill_dirs(spec: ManifestSpec, bindings: Bindings, origin: str) -> tuple[Path, ...]:
+def _skill_dirs(spec: ManifestSpec, bindings: Bindings, at: Locate) -> tuple[Path, ...]:
     ws = bindings.workspace
     return tuple(
         Path(os.path.realpath(text if os.path.isabs(text) else os.path.join(ws or ".", text)))
-        for raw in spec.skills.paths
-        for text in expand(raw, bindings, escape=False, where=f"{origin}: skills.paths")
+        for i, raw in enumerate(spec.skills.paths)
+        for text in expand(raw, bindings, escape=False, where=at("skills", "paths", i))
     )
 
 
@@ -254,23 +305,21 @@ def compile_manifest(
     extra_protected: Sequence[Path] = (),
 ) -> CompiledManifest:
     """Expand variables, check names against `catalog`, compute the effective set and compile the rules."""
-    origin = str(source) if source else spec.name
-    bindings = _bindings(spec, workspace, source, origin, ad_hoc, user_data)
-    _check_tools(spec, catalog, origin)
-    effective, mcp_servers = _effective(spec, catalog, bindings, origin)
+    at = locator(spec, str(source) if source else spec.name)
+    bindings = _bindings(spec, workspace, source, at, ad_hoc, user_data)
+    _check_tools(spec, catalog, at)
+    effective, mcp_servers = _effective(spec, catalog, bindings, at)
     rules = [
-        Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=f"{origin}: rules[{i}]")
+        Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=at("rules", i))
         for i, r in enumerate(spec.rules)
     ]
     compiled_rules = compile_rules(
-        rules,
-        bindings,
-        known_tools=catalog.ids(),
-        known_capabilities=effective.capabilities,
+        rules, bindings, known_tools=catalog.ids(), known_capabilities=effective.capabilities,
+        locate=lambda rule, key: at("rules", rule.index, key),
         known_tool_prefixes=tuple(f"{name}__" for name in mcp_servers),
     )
-    _check_watchdog(spec, origin)
-    _check_mcp(spec, origin)
+    _check_watchdog(spec, at)
+    _check_mcp(spec, at)
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
     return CompiledManifest(
@@ -284,9 +333,10 @@ def compile_manifest(
         limits=Limits().merged(spec.limits.model_dump()),
         environment=spec.environment,
         agents=_agents(spec, base),
-        skill_dirs=_skill_dirs(spec, bindings, origin),
+        skill_dirs=_skill_dirs(spec, bindings, at),
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
+        sandbox_view=spec.sandbox.view,
         mcp_servers=mcp_servers,
     )
 
@@ -302,8 +352,14 @@ def load_project_rules(
 ) -> tuple[CompiledRule, ...]:
     """The rules of a project-rules file, compiled in the `project` scope (`tool_prefixes`: the MCP servers' `<server>__`)."""
     spec = read_rules_spec(Path(path))
+    lines: LineIndex = getattr(spec, "_lines", None) or {}
+
+    def at(*key: Any) -> str:
+        return f"{path}:{line_of(lines, key)}: {key_path_text(key)}"
+
     rules = [
-        Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=f"{path}: rules[{i}]")
+        Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=at("rules", i))
         for i, r in enumerate(spec.rules)
     ]
-    return compile_rules(rules, bindings, known_tools=catalog.ids(), known_tool_prefixes=tool_prefixes)
+    return compile_rules(rules, bindings, known_tools=catalog.ids(), locate=lambda rule, key: at("rules", rule.index, key),
+                         known_tool_prefixes=tool_prefixes)

@@ -187,6 +187,8 @@ def intersect(parent: CompiledManifest, child: CompiledManifest) -> CompiledMani
         child.limits,
         task_depth=min(parent.limits.task_depth, child.limits.task_depth),
         web_search_calls=min(parent.limits.web_search_calls, child.limits.web_search_calls),
+        sidecar_bytes=min(parent.limits.sidecar_bytes, child.limits.sidecar_bytes),
+        session_sidecar_bytes=min(parent.limits.session_sidecar_bytes, child.limits.session_sidecar_bytes),
     )
     protected = tuple(dict.fromkeys(tuple(child.protected_files) + tuple(parent.protected_files)))
     return replace(
@@ -196,4 +198,6 @@ def intersect(parent: CompiledManifest, child: CompiledManifest) -> CompiledMani
         limits=limits,
         environment=stricter_environment(parent.environment, child.environment),
         protected_files=protected,
+        # A child sees the whole root only when both do (SUB-2: never wider than the parent).
+        sandbox_view="full" if parent.sandbox_view == child.sandbox_view == "full" else "minimal",
     )

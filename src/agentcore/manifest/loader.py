@@ -4,51 +4,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ManifestError
+from ..textdata import MAX_DEPTH, KeyPath, LineIndex, StructureError, did_you_mean, key_path_text, line_of, load_json, too_deep
+from .strict_yaml import load_yaml
 from .schema import ManifestSpec, RulesFileSpec
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _line_index(node: yaml.Node, prefix: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
-    # A key's own line wins over the line where its (block) value starts.
-    out.setdefault(prefix, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            out[prefix + (key,)] = key_node.start_mark.line + 1
-            _line_index(value_node, prefix + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_index(item, prefix + (i,), out)
-
-
-def _parse(text: str, path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
-    lines: dict[tuple[Any, ...], int] = {}
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"invalid JSON: {exc.msg}", location=f"{path}:{exc.lineno}") from None
-    else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ManifestError(f"invalid YAML: {getattr(exc, 'problem', exc)}", location=f"{path}{line}") from None
-    try:  # JSON is YAML: one line index serves both
-        node = yaml.compose(text)
-        if node is not None:
-            _line_index(node, (), lines)
-    except yaml.YAMLError:
-        pass
-    return data, lines
+def _parse(text: str, path: Path) -> tuple[Any, LineIndex]:
+    try:
+        if path.suffix == ".json":
+            return load_json(text)
+        return load_yaml(text)
+    except StructureError as exc:
+        # A duplicate key, an alias or deep nesting: the key path and the line, never a value.
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ManifestError(f"{key_path_text(exc.path)}: {exc.message}" if exc.path else exc.message, location=where) from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"invalid JSON: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ManifestError(f"invalid YAML: {getattr(exc, 'problem', None) or type(exc).__name__}", location=f"{path}{line}") from None
 
 
 def parse_document(text: str, path: Path) -> Any:
@@ -56,26 +39,119 @@ def parse_document(text: str, path: Path) -> Any:
     return _parse(text, path)[0]
 
 
-def _validate(model: type[M], data: Any, path: Path, lines: dict[tuple[Any, ...], int]) -> M:
+def _validate(model: type[M], data: Any, path: Path, lines: LineIndex) -> M:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ManifestError("the top level must be a mapping", location=f"{path}:1")
+    if too_deep(data):  # an in-memory manifest: the text parsers have already checked theirs
+        raise ManifestError(f"(top level): nested more than {MAX_DEPTH} levels deep", location=str(path))
     try:
-        return model.model_validate(data)
+        spec = model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(first["loc"])
-        # Pydantic puts union member names into loc; keep only real keys/indices.
-        real: list[Any] = []
-        for part in loc:
-            candidate = tuple(real) + (part,)
-            if candidate in lines or isinstance(part, int):
-                real.append(part)
-        line = lines.get(tuple(real)) or lines.get(tuple(real[:-1])) or 1
-        key = ".".join(str(p) for p in real) or "(top level)"
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise ManifestError(f"{key}: {first['msg']}{more}", location=f"{path}:{line}") from None
+        problems = sorted(_problems(model, data, exc), key=lambda kv: line_of(lines, kv[0]))
+        located = [(f"{path}:{line_of(lines, key)}: {key_path_text(key)}", msg) for key, msg in problems]
+        shown = located[:MAX_SHOWN]
+        also = tuple(f"{where}: {msg}" for where, msg in shown[1:])
+        if len(located) > MAX_SHOWN:
+            also += (f"{path}: ... and {len(located) - MAX_SHOWN} more",)
+        raise ManifestError(shown[0][1], location=shown[0][0], also=also) from None
+    spec._lines = dict(lines)  # so that compile errors can point at a line too
+    spec._file = str(path)
+    return spec
+
+
+MAX_SHOWN = 10  # problems listed at once; the rest are counted
+
+
+def _problems(model: type[BaseModel], data: Any, exc: ValidationError) -> list[tuple[KeyPath, str]]:
+    """Each problem once, as (key path in the document, message): unknown keys with a suggestion, missing keys named."""
+    out: dict[KeyPath, str] = {}
+    for err in exc.errors():
+        key = _document_path(data, tuple(err["loc"]), err["type"] == "missing")
+        if key in out:
+            continue
+        if err["type"] == "extra_forbidden":
+            known = _fields_at(model, key[:-1])
+            msg = f"unknown key{did_you_mean(str(key[-1]), known)}"
+            missing = [k for k in known if _is_required(model, key[:-1], k) and not _present(data, key[:-1], k)]
+            if missing:
+                msg += "; missing: " + ", ".join(missing)
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        else:
+            msg = str(err["msg"]).removeprefix("Value error, ")
+        out[key] = msg
+    # A missing key already named next to a misspelling of it is not listed again.
+    named = {k[:-1] + (m,) for k, msg in out.items() if "; missing: " in msg for m in msg.split("; missing: ")[1].split(", ")}
+    return [(k, msg) for k, msg in out.items() if k not in named or msg != "required key is missing"]
+
+
+def _document_path(data: Any, loc: KeyPath, missing: bool) -> KeyPath:
+    """`loc` without pydantic's union member names: only keys and indices that exist in `data`."""
+    real: list[Any] = []
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif not (missing and i == len(loc) - 1):
+            continue
+        real.append(part)
+    return tuple(real)
+
+
+def _model_at(model: type[BaseModel], key: KeyPath) -> type[BaseModel] | None:
+    """The model that validates the mapping at `key`, following fields, list items and dict values."""
+    current: Any = model
+    for part in key:
+        current = _without_none(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return None
+            current = field.annotation
+        else:
+            current = _element(current)
+    current = _without_none(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _without_none(annotation: Any) -> Any:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[0] if get_origin(annotation) not in (list, dict) and len(args) == 1 else annotation
+
+
+def _element(annotation: Any) -> Any:
+    """What a list, dict or optional annotation holds (the annotation itself otherwise)."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    origin = get_origin(annotation)
+    if origin is list and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return annotation
+
+
+def _fields_at(model: type[BaseModel], key: KeyPath) -> list[str]:
+    sub = _model_at(model, key)
+    return list(sub.model_fields) if sub else []
+
+
+def _is_required(model: type[BaseModel], key: KeyPath, name: str) -> bool:
+    sub = _model_at(model, key)
+    return bool(sub and name in sub.model_fields and sub.model_fields[name].is_required())
+
+
+def _present(data: Any, key: KeyPath, name: str) -> bool:
+    node = data
+    for part in key:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    return isinstance(node, dict) and name in node
 
 
 def _read(model: type[M], path: Path, what: str) -> M:

@@ -24,9 +24,30 @@ class PrefixArg(_Strict):
 ArgSpec = Union[str, WildcardArg, PrefixArg]
 
 
+ARG_FORMS = "an argument pattern is a string, {wildcard: true} (exactly one argument) or {prefix: TEXT}"
+
+
+def _arg_ok(a: object) -> bool:
+    if isinstance(a, str):
+        return True
+    if isinstance(a, dict) and len(a) == 1:
+        return a.get("wildcard") is True or (isinstance(a.get("prefix"), str) and bool(a.get("prefix")))
+    return False
+
+
 class ShellSpec(_Strict):
     cmd: str = Field(min_length=1)
     args: list[ArgSpec] | None = None
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _arg_forms(cls, v: object) -> object:
+        # One clear message instead of one error per member of the ArgSpec union.
+        if isinstance(v, list):
+            bad = [i for i, a in enumerate(v) if not _arg_ok(a)]
+            if bad:
+                raise ValueError(f"argument {bad[0]}: {ARG_FORMS}")
+        return v
 
     @field_validator("cmd")
     @classmethod
@@ -73,12 +94,20 @@ class LimitsSpec(_Strict):
     web_search_calls: int | None = Field(default=None, ge=0)
     web_search_timeout_s: float | None = Field(default=None, gt=0)
     task_depth: int | None = Field(default=None, ge=0, le=5)
+    sidecar_bytes: int | None = Field(default=None, gt=0)
+    session_sidecar_bytes: int | None = Field(default=None, gt=0)
 
 
 class WatchdogSpec(_Strict):
     enabled: bool = True
     # Categories of the default watchdog to switch off, by name (see SPEC WDOG).
     disable: list[str] = Field(default_factory=list)
+
+
+class SandboxSpec(_Strict):
+    # What `bash` sees of the host (ENV-5). minimal: the system directories programs need plus the
+    # fs.read and fs.write roots; full: the whole root read-only (user areas and secret stores still hidden).
+    view: Literal["minimal", "full"] = "minimal"
 
 
 class SearchProviderSpec(_Strict):
@@ -195,6 +224,7 @@ class ManifestSpec(_Strict):
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     roots: list[str] = Field(default_factory=list)
     environment: Literal["bwrap", "none"] = "bwrap"
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     watchdog: WatchdogSpec = Field(default_factory=WatchdogSpec)
     agents: dict[str, str] = Field(default_factory=dict)  # subagent name -> manifest path (relative to this file)
     skills: SkillsSpec = Field(default_factory=SkillsSpec)

@@ -80,6 +80,8 @@ class ServerConnection:
         self._broken_reason: str | None = None
         self._wake = anyio.Event()  # a break, or the server said its tools changed
         self._relist = False
+        self._guarded: Any = None  # the sandbox policy before the guard (for re-observing its writable roots)
+        self._prepared: Any = None  # the guard's last observation: what a sweep compares with (ENV-7)
 
     # -- status ---------------------------------------------------------------------------
     @property
@@ -243,6 +245,11 @@ class ServerConnection:
             environment = get_environment(self.environment)
             policy = _with_env(server_policy(self._manifest, self.plan.grant), self.plan.env)
             environment.verify(policy)
+            if policy.write_roots:
+                # Protected entries read-only, a missing .git placeholdered; what the server makes is swept (guard).
+                self._guarded = policy
+                self._prepared = await self._observe()
+                policy = self._prepared.policy
         except EnvironmentUnavailable as exc:
             raise _Fatal(f"cannot be sandboxed: {exc.reason}") from None
         tg = await stack.enter_async_context(anyio.create_task_group())
@@ -259,12 +266,46 @@ class ServerConnection:
         tg.start_soon(proc.drain_stderr)
         return await stack.enter_async_context(process_streams(proc, max_message_bytes=MAX_MESSAGE_BYTES, on_broken=self._break))
 
+    async def _observe(self) -> Any:
+        import dataclasses
+
+        from ..environments import callguard
+
+        prepared = await anyio.to_thread.run_sync(callguard.prepare, self._guarded, self._manifest.workspace_roots)
+        if self.environment != "bwrap":  # nothing mounts placeholders there
+            prepared = dataclasses.replace(prepared, placeholders=())
+        return prepared
+
+    async def sweep(self) -> int:
+        """Remove the protected entries the server made since the last look (ENV-7); how many. Then look again."""
+        from ..environments import callguard, guard
+
+        prepared = self._prepared
+        if prepared is None:
+            return 0
+        with anyio.CancelScope(shield=True):
+            try:
+                report = await anyio.to_thread.run_sync(callguard.finish, prepared)
+                self._prepared = await self._observe()
+            except (guard.GuardError, EnvironmentUnavailable):
+                self._break("left protected files that could not be removed")
+                raise ToolFailure("unavailable", f"the sandbox could not remove protected files the MCP server {self.name} created") from None
+        return int(report.removed)
+
     async def _close_process(self, proc: "SpawnedProcess") -> None:
         try:
             await proc.aclose(0 if self._closing or self._broken.is_set() else CLOSE_GRACE_S)
         except BaseException:  # cancelled from outside (an event loop shutting down): never leave it running
             proc.kill()
             raise
+        if self._prepared is not None:
+            from ..environments import callguard, guard
+
+            try:
+                await anyio.to_thread.run_sync(callguard.finish, self._prepared)
+            except guard.GuardError:
+                _log.warning("MCP server %s: protected files it created could not be removed", self.name)
+            self._prepared = None
         code = proc.returncode
         if self._broken_reason and code is not None and "exited" in self._broken_reason:
             self._broken_reason = f"{self._broken_reason}; exit status {code}" if code >= 0 else f"{self._broken_reason}; killed by signal {-code}"

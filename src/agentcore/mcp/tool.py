@@ -104,7 +104,10 @@ class McpTool(Tool):
             if notes <= MAX_PROGRESS_NOTES:
                 await runtime.report(text)
 
-        result = await self.server.call(self.name, args, progress=progress)
+        try:
+            result = await self.server.call(self.name, args, progress=progress)
+        finally:
+            swept = await self.server.sweep()  # whatever the call did, nothing protected it made stays (ENV-7)
         text = render_result(list(getattr(result, "content", None) or []), getattr(result, "structured_content", None))
         for secret in self.server.plan.secrets:
             text = text.replace(secret, "[secret]")
@@ -116,4 +119,5 @@ class McpTool(Tool):
         data: dict[str, Any] = {"content": spool.head_text(), "is_error": bool(getattr(result, "is_error", False))}
         if spool.truncated:
             data["head"] = data["content"]
-        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None)
+        extra = {"protected_removed": swept} if swept else {}  # a count only, never which paths (ENVL-6)
+        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)

@@ -15,7 +15,7 @@ from ..access import Access, FsAccess, NetAccess, ShellAccess
 from ..errors import Refusal
 from ..manifest.compiled import CompiledManifest
 from ..paths import canonicalize, is_within
-from ..protected import protected_reason
+from ..protected import write_protection
 from ..rules.evaluator import Subject
 
 
@@ -53,7 +53,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
         ok = eff.can_write(p)
         capability = "fs.write"
         if ok:
-            why = protected_reason(p, manifest.protected_files)
+            why = write_protection(p, manifest.protected_files)
             if why is not None:
                 raise CapabilityRefused("protected", f"{access.arg}: writing this path is never allowed ({why})")
             # Parents the write would create must each be writable themselves (FILE-7).
@@ -62,7 +62,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
                 d = os.fspath(parent)
                 if not eff.can_write(d):
                     raise CapabilityRefused("out_of_scope", f"{access.arg}: a missing parent directory is outside the fs.write scope")
-                if protected_reason(d, manifest.protected_files) is not None:
+                if write_protection(d, manifest.protected_files) is not None:
                     raise CapabilityRefused("protected", f"{access.arg}: a missing parent directory is protected")
                 parent = parent.parent
     out.checks.append(
@@ -72,6 +72,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
         if not scope:
             raise CapabilityRefused("empty_scope", f"{access.arg}: the manifest grants no {capability} scope")
         raise CapabilityRefused("out_of_scope", f"{access.arg}: the path is outside the {capability} scope")
+    _refuse_hard_link(p, access.arg)
     out.resolved[access.arg] = path
     out.subjects.append(Subject(tool, capability, "path", p))
 
@@ -127,20 +128,22 @@ def _shell(access: ShellAccess, tool: str, manifest: CompiledManifest, base: Pat
                 continue
             mode = "write" if red.mode == "write" else "read"
             _fs(FsAccess(arg=f"{access.arg} redirection", path=red.target, mode=mode), tool, manifest, session_dir, base, out)
-            if mode == "write":
-                _refuse_hard_link(out.checks[-1]["canonical"], access.arg)
     out.resolved[access.arg] = parsed
 
 
 def _refuse_hard_link(path: str, arg: str) -> None:
-    """A redirection writes in place: onto a file with several links it would change
-    every other name of that inode, possibly one outside the workspace."""
+    """A regular file with other hard links cannot be proven in scope (CAP-13).
+
+    Its path is in scope, but the same inode may have a name anywhere else: a
+    write in place would change that other file, a read would show it. Only
+    regular files count (every directory has two or more links).
+    """
     try:
         st = os.lstat(path)
     except OSError:
-        return
+        return  # missing (a file to create): nothing is linked yet
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        raise CapabilityRefused("hard_link", f"{arg} redirection: the target has other hard links; writing it in place could change files outside the scope")
+        raise CapabilityRefused("hard_link", f"{arg}: the file has other hard links, which may lie outside the scope")
 
 
 def check_capabilities(

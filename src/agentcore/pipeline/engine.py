@@ -39,7 +39,7 @@ from ..runtime import ProcessSurface, Runtime, ScopedFS
 from ..session import Session
 from ..tools.base import CallContext, Location, Tool, ToolResult
 from ..tools.registry import ToolRegistry
-from ..watchdog import Verdict, Watchdog, WatchdogCall
+from ..watchdog import Verdict, Watchdog, WatchdogCall, read_screen_of
 from .capability import CapabilityResult, check_capabilities
 from .events import AskAnswered, AskRaised, CallFinished, CallStarted, Event, Observer, OutputChunk, StageDecided
 from .schema import validate_args
@@ -174,6 +174,7 @@ class Engine:
             depth=(parent.depth + 1) if parent else 0,
             parent=parent,
             parent_call_id=parent_call_id,
+            sidecar_bytes=self.manifest.limits.session_sidecar_bytes,
         )
 
     def tool(self, session: Session, tool_id: str) -> Tool | None:
@@ -578,6 +579,8 @@ class Engine:
             return _error(c, "internal_error", f"internal error in tool {c.tool_id} (no result)")
         if not tool.own_truncation and not result.truncated and result.output_path is None:
             result = _truncate_generic(result, runtime)
+        if runtime.output_capped:  # TRUNC-9: whichever spool of the call hit the cap
+            result.extra = {**result.extra, "output_capped": True}
         return Envelope(
             type="output",
             data=result.data,
@@ -600,7 +603,7 @@ class Engine:
             tool_id=c.tool_id,
             call_id=c.call_id,
             resolved=c.cap.resolved,
-            fs=ScopedFS(self.manifest, c.session, c.tool_id),
+            fs=ScopedFS(self.manifest, c.session, c.tool_id, read_screen_of(self.watchdog, self.manifest)),
             proc=ProcessSurface(self.manifest, c.session, environment, policy),
             broker=self.broker,
             registry=self.catalog,
@@ -706,7 +709,7 @@ def _truncate_generic(result: ToolResult, runtime: Runtime) -> ToolResult:
         return result
     spool = runtime.byte_spool(limit)
     try:
-        spool.write_sync(encoded)
+        spool.write_all(encoded)  # a cap cuts the sidecar; the envelope then says output_capped
     finally:
         spool.close()
     return ToolResult(

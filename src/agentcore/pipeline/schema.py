@@ -8,6 +8,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from ..textdata import MAX_DEPTH, too_deep
+
 
 def _where(err: ValidationError) -> str:
     """The JSON Pointer (RFC 6901) of the offending argument; `""` is the whole object."""
@@ -52,6 +54,9 @@ def validate_args(validator: Draft202012Validator, args: Any) -> str | None:
     """None when valid, else one safe message naming every failure (up to MAX_REPORTED)."""
     if not isinstance(args, dict):
         return '"": must be of type "object" (keyword \'type\')'
+    if too_deep(args):
+        # Checked before the validator, whose recursion (and every later json.dumps) a deep value would exhaust.
+        return f'"": nested more than {MAX_DEPTH} levels deep (limit \'depth\')'
     errors = sorted(validator.iter_errors(args), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)))
     if not errors:
         return None

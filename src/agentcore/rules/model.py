@@ -12,6 +12,7 @@ from wcmatch import fnmatch as wcfnmatch
 from ..errors import CompileError
 from ..patterns.globtext import _tokens, glob_literal_count, glob_literal_prefix, has_wildcard
 from ..patterns.path import compile_path_pattern
+from ..textdata import did_you_mean
 from ..variables import Bindings, expand
 
 Action = Literal["allow", "deny", "ask"]
@@ -176,12 +177,15 @@ def compile_rules(
     *,
     known_tools: Iterable[str] = (),
     known_capabilities: Iterable[str] = (),
+    locate: Callable[[Rule, str], str] | None = None,
     known_tool_prefixes: Iterable[str] = (),
 ) -> tuple[CompiledRule, ...]:
     """Expand variables and validate patterns against the kinds they will meet.
 
-    `known_tool_prefixes` (`<server>__` of each MCP server) admit tool ids whose
-    tools are only listed when the server runs.
+    `locate(rule, key)` says where a rule's key was written ("file:line: rules.0.pattern"),
+    for errors; without it errors name the rule's origin. `known_tool_prefixes`
+    (`<server>__` of each MCP server) admit tool ids whose tools are only listed
+    when the server runs.
     """
     anchor = bindings.workspace
     tools = set(known_tools)
@@ -192,7 +196,12 @@ def compile_rules(
         where = rule.origin or f"{rule.scope} rule #{rule.index + 1}"
         perm = rule.permission
         if perm != "*" and perm not in caps and tools and perm not in tools and not _prefixed(perm, prefixes):
-            raise CompileError(f"rule permission {perm!r} is neither a known tool, a capability nor '*'", location=where)
+            hint = did_you_mean(perm, tools | caps | {"*"})
+            raise CompileError(
+                f"permission {perm!r} is neither a known tool, a capability nor '*'{hint}",
+                location=locate(rule, "permission") if locate else where,
+            )
+        where = locate(rule, "pattern") if locate else where
         for text in expand(rule.pattern, bindings, where=where):
             cr = CompiledRule(rule=rule, expanded=text, perm_rank=_perm_rank(perm), anchor=anchor)
             kind = CAPABILITY_KINDS.get(perm)

@@ -66,34 +66,64 @@ async def _reap(child: Child, *, kill: bool) -> None:
 
 
 def _check(code: int, err: IO[bytes]) -> None:
-    if code == 2:
-        message = os.pread(err.fileno(), _STDERR_KEEP, 0)
-        if b"regex" in message.lower():
-            raise ToolFailure("invalid_pattern", "the regular expression is not valid Rust regex syntax")
-        raise ToolFailure("search_failed", "ripgrep reported an error while searching")
+    if code in (0, 1):  # matches, no match
+        return
+    message = os.pread(err.fileno(), _STDERR_KEEP, 0)
+    if code == 2 and b"regex" in message.lower():
+        raise ToolFailure("invalid_pattern", "the regular expression is not valid Rust regex syntax")
+    # rg's own errors, and a signal or a wrapper failure: never a silently partial result.
+    raise ToolFailure("search_failed", "ripgrep reported an error while searching")
 
 
-async def rg_output(argv: Sequence[str], cwd: str) -> IO[bytes]:
-    """Run rg to completion; its stdout, in an unnamed temporary file the caller closes.
+# The kernel bounds rg's output file (RLIMIT_FSIZE, in 512-byte blocks); with SIGXFSZ
+# ignored, the write past it fails (EFBIG) and rg stops instead of dumping core.
+_FSIZE_WRAPPER = 'trap "" XFSZ; ulimit -c 0; ulimit -f "$1" || exit 125; shift; exec "$@"'
 
-    Raises ToolFailure on rg errors (exit 2). On cancellation rg's group is
-    killed and reaped first, and the file closed.
+
+def _bounded(argv: Sequence[str], limit: int) -> tuple[list[str], int]:
+    blocks = max(limit, 0) // 512
+    return ["/bin/sh", "-c", _FSIZE_WRAPPER, "rg", str(blocks), *argv], blocks * 512
+
+
+async def rg_output(argv: Sequence[str], cwd: str, *, limit: int | None = None) -> tuple[IO[bytes], bool]:
+    """Run rg to completion; (its stdout, in an unnamed temporary file the caller closes, whether it was capped).
+
+    With `limit` the file never grows past it (a multiple of 512 bytes at or
+    below it): rg stops there, the last incomplete record is cut off, and the
+    result says capped (TRUNC-9). Raises ToolFailure on rg errors. On
+    cancellation rg's group is killed and reaped first, and the file closed.
     """
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()  # stderr in a file too: rg can never block on it
+    cap: int | None = None
+    if limit is not None:
+        argv, cap = _bounded(argv, limit)
     try:
         child = _spawn(argv, cwd, out.fileno(), err.fileno())
         try:
             code = await child.wait()
         finally:
             await _reap(child, kill=child.returncode is None)
-        _check(code, err)
+        capped = cap is not None and code not in (0, 1) and os.fstat(out.fileno()).st_size >= cap
+        if capped:
+            _cut_partial_record(out)
+        elif code not in (0, 1):
+            _check(code, err)
     except BaseException:
         out.close()
         raise
     finally:
         err.close()
-    return out
+    return out, capped
+
+
+def _cut_partial_record(f: IO[bytes]) -> None:
+    """Drop the bytes after the last newline: the record rg was writing when the cap stopped it."""
+    fd = f.fileno()
+    size = os.fstat(fd).st_size
+    tail = os.pread(fd, min(size, MAX_RECORD + 1), max(size - MAX_RECORD - 1, 0))
+    keep = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+    os.ftruncate(fd, keep)
 
 
 async def rg_blocks(argv: Sequence[str], cwd: str, on_block: Callable[[bytes], None]) -> None:
@@ -156,7 +186,7 @@ async def read_records(f: IO[bytes], on_records: Callable[[int, list[bytes]], No
 
 async def rg_run(argv: Sequence[str], cwd: str, on_records: Callable[[list[bytes]], None], *, delimiter: bytes = b"\n") -> None:
     """Run rg and hand its stdout records to `on_records`, a block at a time."""
-    f = await rg_output(argv, cwd)
+    f, _capped = await rg_output(argv, cwd)
     try:
         await read_records(f, lambda _pos, records: on_records(records), delimiter=delimiter)
     finally:
@@ -169,10 +199,23 @@ def path_key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def files_argv(rg: str, *, prefilter: str | None = None) -> list[str]:
+def part_glob(part: str) -> str:
+    """`*part*` as an rg `--iglob` that matches every name whose `str.lower()` contains `part` (glob-free, lower case).
+
+    rg ignores case for ASCII only; the one other character that Python
+    lower-cases into a letter a part can hold is the Kelvin sign (to `k`).
+    """
+    return "*" + part.replace("k", "{k,\u212a}") + "*"
+
+
+def files_argv(rg: str, *, prefilter: str | None = None, parts: Sequence[str] = ()) -> list[str]:
+    """`rg --files` as the search tools list; `parts`: only paths with a component containing one of
+    these glob-free strings, ignoring case (and everything beneath such a directory)."""
     argv = [rg, "--files", "--null", "--hidden", "--no-ignore", "--no-messages", "--no-config"]
     if prefilter is not None:
         argv += ["--glob", prefilter]
+    for part in parts:
+        argv += ["--iglob", part_glob(part), "--iglob", f"**/{part_glob(part)}/**"]
     # Later globs take precedence in rg: the exclusion must come last, or a
     # prefilter such as `*` would bring `.git` back.
     return argv + ["--glob", "!.git", "--", "."]
@@ -186,7 +229,7 @@ def _has_git_component(listing: bytes) -> bool:
     return any(marker in framed for marker in (b"/.git/", b"/.git\0", b"\0.git/", b"\0.git\0"))
 
 
-async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None) -> list[bytes]:
+async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None, parts: Sequence[str] = ()) -> list[bytes]:
     """Paths (bytes, as the file system has them), relative to the directory `root`, of the regular files beneath it.
 
     Hidden files included, no ignore files, `.git` skipped, symlinks neither
@@ -208,7 +251,7 @@ async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None) ->
             names.sort()
             out.extend(names)
 
-    await rg_blocks(files_argv(rg, prefilter=prefilter), root, on_block)
+    await rg_blocks(files_argv(rg, prefilter=prefilter, parts=parts), root, on_block)
     if tail:
         out.extend(_names(tail))  # rg ends every name with a NUL; be lenient anyway
     return out

@@ -19,7 +19,8 @@ import anyio
 import anyio.abc
 
 from ..access import Access, ShellAccess
-from ..environments import calltree
+from ..environments import callguard, calltree, guard
+from ..errors import ToolFailure
 from ..environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
@@ -60,8 +61,13 @@ class BashTool(Tool):
         spool = runtime.byte_spool(limits.bash_bytes)
         sink = runtime.output_sink(spool)  # the spool, plus the call's observers when any listen
         policy = runtime.proc.policy
+        prepared: callguard.Prepared | None = None
         if policy is not None:
-            policy = self.call_policy(policy, runtime.manifest)
+            prepared = await anyio.to_thread.run_sync(self.prepare, policy, runtime.manifest)
+            if getattr(runtime.proc.environment, "name", None) != "bwrap":
+                # Nothing mounts placeholders there: an empty `.git` the command made is its own, not a mount point.
+                prepared = dataclasses.replace(prepared, placeholders=())
+            policy = prepared.policy
         argv = self.command_argv(args)
         try:
             if policy is not None and policy.network == "proxy":
@@ -72,6 +78,10 @@ class BashTool(Tool):
                 outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=sink)
         finally:
             spool.close()
+            if prepared is not None:
+                # Whatever ended the command (its exit, the timeout, an abort), nothing protected it made stays.
+                with anyio.CancelScope(shield=True):
+                    swept = await self._sweep(prepared)
         exit_code = outcome.exit_code
         if exit_code is None and outcome.term_signal:
             exit_code = 128 + outcome.term_signal  # as the shell reports it, in every environment (SHELL-9)
@@ -83,23 +93,36 @@ class BashTool(Tool):
         if spool.truncated:
             data["head"] = data["output"]
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
+        if prepared is not None and swept:
+            extra["protected_removed"] = swept  # a count only: never which paths (ENVL-6)
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
     @staticmethod
-    def call_policy(policy: Any, manifest: Any) -> Any:
-        """The policy plus what exists only now: nested protected paths, files that wildcard denies name.
+    async def _sweep(prepared: callguard.Prepared) -> int:
+        try:
+            report = await anyio.to_thread.run_sync(callguard.finish, prepared)
+        except guard.GuardError:
+            raise ToolFailure("unavailable", "the sandbox could not remove protected files the command created; check the workspace") from None
+        return report.removed
+
+    @classmethod
+    def prepare(cls, policy: Any, manifest: Any) -> callguard.Prepared:
+        """The call's policy and the state the sweep compares with (see `call_policy`)."""
+        return callguard.prepare(cls.call_policy(policy, manifest, guarded=False), manifest.workspace_roots)
+
+    @staticmethod
+    def call_policy(policy: Any, manifest: Any, *, guarded: bool = True) -> Any:
+        """The policy plus what exists only now: files that wildcard denies name and hard-linked files
+        (calltree) and, with `guarded`, the protected entries, named git paths and git settings (callguard).
 
         Also what `explain` shows, so its command line is the one a call made now would run.
         """
         read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
         write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
-        if not policy.write_roots and not read_denies:
-            return policy
-        found = calltree.scan(policy.write_roots, manifest.workspace_roots, read_denies, write_denies)
-        if found.protected:
-            policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys([*policy.protected, *found.protected])))
-        if found.denied:
-            policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
+        if policy.write_roots or read_denies or calltree.linked_inodes(policy.read_denied):
+            policy = _with_tree(policy, manifest, read_denies, write_denies)
+        if guarded:
+            policy = callguard.prepare(policy, manifest.workspace_roots).policy
         return policy
 
     async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, sink: Any) -> Any:
@@ -137,3 +160,24 @@ class BashTool(Tool):
         # Every proxy decision (host, port, verdict, reason code; never paths or queries) rides on the envelope.
         runtime.extra["network"] = decisions
         return outcome
+
+
+def _with_tree(policy: Any, manifest: Any, read_denies: Any, write_denies: Any) -> Any:
+    """The per-call walk's findings folded into the policy: write-denied and nested protected entries and
+    hard-linked files read-only, read-denied files hidden, roots too full of links read-only whole."""
+    found = calltree.scan(
+        policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
+        denied_paths=policy.read_denied, protected_paths=policy.protected,
+    )
+    # Read-only whole: a write root that is itself a hard-linked file, or one holding too many of them.
+    frozen = [*found.frozen, *(r for r in policy.write_roots if calltree.linked_inodes([r]))]
+    if frozen:
+        writable = tuple(r for r in policy.write_roots if r not in frozen)
+        policy = dataclasses.replace(policy, write_roots=writable, read_roots=(*policy.read_roots, *frozen))
+    if found.protected or found.linked:
+        # A hard-linked file is kept read-only like a protected one, and pinned where it is.
+        kept = [*policy.protected, *found.protected, *found.linked]
+        policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys(kept)))
+    if found.denied:
+        policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
+    return policy

@@ -3,7 +3,9 @@
 Hidden files are listed, `.git` is not, ignore files are not consulted
 (results must not depend on a user's global gitignore), symlinks
 are never followed, and a result is shown only if it is inside the fs.read
-scope and no rule denies reading it or asks first. Sorted by path; entries beyond the
+scope, no rule denies reading it or asks first, and the watchdog would not
+ask about reading it (`runtime.SearchScope`); how many matching files were
+withheld is reported, never which. Sorted by path; entries beyond the
 limit go to the sidecar.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 from wcmatch import glob as wcglob
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import OutputCapped, ToolFailure
 from . import _schemas
 from ._rg import decode_all, list_files_raw
 from .base import CallContext, Tool, ToolResult
@@ -103,25 +105,31 @@ class GlobTool(Tool):
         # The raw names share one prefix, so their byte order is FILE-16's.
         raws.sort()
         exact = prefilter_is_exact(pattern, prefilter)
-        visible = runtime.fs.tree_filter(root)  # None: proven visible for the whole tree at once
+        scope = runtime.fs.search_scope(root)  # rules None: proven visible for the whole tree at once
         spool = runtime.line_spool(runtime.limits.glob_entries)
         try:
-            if visible is None and exact:
-                spool.extend_raw(raws, prefix)  # nothing left to decide per name: decode only the head
+            if scope.rules is None and exact:
+                # Nothing left to decide per name but the watchdog's screen: decode only the head.
+                spool.extend_raw(scope.screen_out(raws, prefix), prefix)
             else:
                 rels = decode_all(raws)
                 if not exact:
                     rels = [r for r in rels if regex.match(r)]
-                if visible is None:
+                rels = scope.screen_out(rels, prefix)
+                if scope.rules is None:
                     spool.extend(rels, prefix)
                 else:
                     for r in rels:
                         full = prefix + r
-                        if visible(full):
+                        if scope.shows(full):
                             spool.add(full, full)
+        except OutputCapped:
+            pass  # the sidecar is full (TRUNC-9): the paths kept are a sorted prefix, the envelope says output_capped
         finally:
             spool.close()
         data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}
         if spool.truncated:
             data["head"] = spool.head_text()
-        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None)
+        # How many matching files the rules or the watchdog kept out (PERM-14), never which.
+        extra = {"withheld": scope.withheld} if scope.withheld else {}
+        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)

@@ -24,24 +24,32 @@ fixes the first block).
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import re
 import stat
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Iterator
 
 import anyio
 from anyio.lowlevel import checkpoint
 
 from ..access import Access, FsAccess
-from ..errors import ToolFailure
+from ..errors import OutputCapped, ToolFailure
+from ..runtime import SearchScope
 from ..truncation import LineSpool
 from . import _schemas
-from ._rg import list_files_raw, read_records, rg_output, rg_run
+from ._rg import list_files_raw, part_glob, read_records, rg_output, rg_run
 from .glob import basename_prefilter, compile_relative_glob
 from .base import CallContext, Tool, ToolResult
 
-MAX_LINE_CHARS = 2000
+MAX_LINE_CHARS = 2000  # bytes of a line's text (FILE-14)
+LONG_LINE_MARK = b" [... omitted end of long line]"
+# rg's --max-columns counts the line terminator, so a 2000-byte line ending in a newline would be cut:
+# rg gets one byte more, and the exact cut at MAX_LINE_CHARS is made here (`_line_text`).
+_RG_COLUMNS = MAX_LINE_CHARS + 1
+# A record this long may hold a text longer than the limit: it takes the careful path.
+_LONG_RECORD = re.compile(rb"[^\n]{%d,}" % (MAX_LINE_CHARS + 1))
 CONCURRENCY = 3  # rg processes at once for file lists
 BATCH_FILES_MIN = 256  # below this, more batches cost more process starts than they save
 BATCH_FILES_MAX = 8192
@@ -104,6 +112,20 @@ class _Output:
         self._f.close()
 
 
+def _single_linked(groups: Iterator[tuple[bytes, bytes]], prefix: str) -> Iterator[tuple[bytes, bytes]]:
+    """The groups of files that have one link only: a file with other hard links is
+    unprovable (CAP-13), so its lines are never shown. One lstat per file that matched."""
+    root = os.fsencode(prefix)
+    for raw_path, raw in groups:
+        rel = raw_path[2:] if raw_path.startswith(b"./") else raw_path
+        try:
+            st = os.lstat(root + rel)
+        except OSError:
+            continue  # gone since rg read it: nothing to attribute the lines to
+        if st.st_nlink == 1 or not stat.S_ISREG(st.st_mode):
+            yield raw_path, raw
+
+
 async def _emit(groups: Iterator[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
     """Add the groups' matches to `spool`, in order.
 
@@ -142,8 +164,18 @@ def _emit_group(raw_path: bytes, raw: bytes, prefix: str, spool: LineSpool) -> N
         if not num.isdigit():
             continue
         line = int(num)
-        line_text = text.decode("utf-8", "replace")
+        line_text = _line_text(text)
         spool.add({"path": full, "line": line, "text": line_text}, f"{full}:{line}:{line_text}")
+
+
+def _line_text(text: bytes) -> str:
+    """A match's text: cut at MAX_LINE_CHARS bytes and marked when the line is longer (FILE-14)."""
+    cut = text.endswith(LONG_LINE_MARK)
+    if cut:
+        text = text[: -len(LONG_LINE_MARK)]
+    if cut or len(text) > MAX_LINE_CHARS:
+        return text[:MAX_LINE_CHARS].decode("utf-8", "replace") + LONG_LINE_MARK.decode()
+    return text.decode("utf-8", "replace")
 
 
 def _emit_run(run: list[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
@@ -162,6 +194,8 @@ def _bulk_ready(data: bytes, *, dotted: bool) -> bool:
     """Whether every record in `data` is a plain match line whose sidecar form is a byte rewrite."""
     if b".git" in data:
         return False  # possibly a `.git` component to drop (never from rg): leave it to _emit_group
+    if _LONG_RECORD.search(data):
+        return False  # a text that may need cutting here
     try:
         data.decode("utf-8")  # text that would need replacement characters cannot be copied
     except UnicodeDecodeError:
@@ -197,7 +231,7 @@ class GrepTool(Tool):
         only_name = bool(glob_arg) and "/" not in glob_arg
         base = [
             rg, "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never",
-            "--no-messages", "--no-config", "--no-mmap", "--max-columns", str(MAX_LINE_CHARS), "--max-columns-preview",
+            "--no-messages", "--no-config", "--no-mmap", "--max-columns", str(_RG_COLUMNS), "--max-columns-preview",
         ]
         if args.get("case_insensitive"):
             base.append("--ignore-case")
@@ -205,19 +239,28 @@ class GrepTool(Tool):
         is_dir = os.path.isdir(root)
         if not is_dir and not stat.S_ISREG(os.lstat(root).st_mode):
             raise ToolFailure("not_regular", "path is neither a directory nor a regular file")  # a FIFO would block
-        visible = runtime.fs.tree_filter(root)
+        scope = runtime.fs.search_scope(root if is_dir else os.path.dirname(root))
         spool = runtime.line_spool(runtime.limits.grep_matches)
+        # rg's own output file is bounded too (TRUNC-9): by what the call may still write.
+        limit = runtime.sidecars.room()
         try:
-            if is_dir and visible is None and filt is None:
-                await _search_tree(base, pattern, root, spool)
+            if is_dir and scope.rules is None and scope.markers is not None and filt is None:
+                capped = await _search_tree(rg, base, pattern, root, spool, limit, scope)
             else:
-                await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, visible, spool)
+                capped = await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, scope, spool, limit)
+        except OutputCapped:
+            capped = True  # the sidecar is full: the matches kept are a sorted prefix
         finally:
             spool.close()
+        if capped:
+            runtime.sidecars.capped = True
         data: dict[str, Any] = {"matches": list(spool.head), "total": spool.total}
         if spool.truncated:
             data["head"] = spool.head_text()
-        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None)
+        # How many files the rules or the watchdog kept out of the search (PERM-14): never which,
+        # and counted among the files searched for, whatever they contain.
+        extra = {"withheld": scope.withheld} if scope.withheld else {}
+        return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
     async def _search_listed(
         self,
@@ -228,11 +271,13 @@ class GrepTool(Tool):
         filt: Any,
         only_name: bool,
         glob_arg: str | None,
-        visible: Callable[[str], bool] | None,
+        scope: SearchScope,
         spool: LineSpool,
-    ) -> None:
-        # 1. The files to search: listed, filtered by `glob` (FILE-15) and by
-        # visibility, then sorted (FILE-16). A hidden file is never even opened.
+        limit: int,
+    ) -> bool:
+        # 1. The files to search: listed, filtered by `glob` (FILE-15), by the
+        # watchdog's read screen and by the rules, then sorted (FILE-16). A hidden
+        # or withheld file is never even opened.
         if is_dir:
             cwd = root
             raws = await list_files_raw(rg, root, prefilter=basename_prefilter(glob_arg) if only_name and glob_arg else None)
@@ -240,49 +285,110 @@ class GrepTool(Tool):
             cwd, raws = os.path.dirname(root), [os.fsencode(os.path.basename(root))]
         raws.sort()  # one common prefix: the byte order of the full paths
         prefix = cwd.rstrip("/") + "/"
-        files: list[str] = []
-        for raw in raws:
-            if b"\n" in raw:
-                continue  # rg's line-oriented output could not attribute its matches safely
-            rel = raw.decode("utf-8", "surrogateescape")
-            if filt is not None and not filt.match(rel.rsplit("/", 1)[-1] if only_name else rel):
-                continue
-            if visible is None or visible(prefix + rel):
-                files.append(rel)
+        # A name with a newline is skipped: rg's line-oriented output could not attribute its matches safely.
+        rels = [raw.decode("utf-8", "surrogateescape") for raw in raws if b"\n" not in raw]
+        if filt is not None:
+            rels = [rel for rel in rels if filt.match(rel.rsplit("/", 1)[-1] if only_name else rel)]
+        rels = scope.screen_out(rels, prefix)
+        files = [rel for rel in rels if scope.shows(prefix + rel)]
         if not files:  # still report an invalid pattern
             await rg_run(argv + ["/dev/null"], cwd, lambda _records: None)
-            return
-        await _search_batches(argv, cwd, _batches(files), prefix, spool)
+            return False
+        return await _search_batches(argv, cwd, _batches(files), prefix, spool, limit)
 
 
-async def _search_tree(base: list[str], pattern: list[str], root: str, spool: LineSpool) -> None:
+async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, spool: LineSpool, limit: int, scope: SearchScope) -> bool:
+    """One parallel rg over the whole tree; whether its output reached `limit` (the matches kept are then those found first).
+
+    No rule hides anything here, and the watchdog's markers say which names it
+    may withhold: the walk leaves out every path with a component that
+    carries one (so a withheld file is never opened), and the same paths are
+    listed alongside it; of those, the ones withheld are counted (whatever
+    they contain) and the others searched on their own and merged in.
+    """
+    markers = scope.markers or ()
     # The walk's own rules match list_files_raw: hidden files, no ignore files,
     # no `.git`, no symlinks followed; names with a newline are skipped as
     # there (rg's line-oriented output could not attribute their matches).
-    argv = base + ["--hidden", "--no-ignore", "--glob", "!*\n*", "--glob", "!.git"] + pattern + ["."]
-    out = _Output(await rg_output(argv, root))
+    exclude = [arg for m in markers for arg in ("--iglob", "!" + part_glob(m))]
+    argv = base + ["--hidden", "--no-ignore", "--glob", "!*\n*", "--glob", "!.git", *exclude] + pattern + ["."]
+    prefix = root.rstrip("/") + "/"
+    f, capped, marked = await _search_and_list(argv, root, rg, markers, limit)
+    outs = [_Output(f)]
     try:
-        await out.build_index()
-        await _emit(out.groups(sort=True), root.rstrip("/") + "/", spool, dotted=True)
+        await outs[0].build_index()
+        _drop_withheld(outs[0], scope, prefix)  # a safety net: the walk left these out already
+        # Marked but not withheld (`.env.example`, `.aws/config`): searched by name, as `./rel` like the walk prints them.
+        shown = scope.screen_out([m.decode("utf-8", "surrogateescape") for m in marked if b"\n" not in m], prefix)
+        for batch in _batches(sorted(shown)) if not capped else ():
+            extra, batch_capped = await rg_output(base + ["-j1"] + pattern + ["./" + rel for rel in batch], root, limit=limit)
+            outs.append(_Output(extra))
+            await outs[-1].build_index()
+            capped = capped or batch_capped
+        groups = heapq.merge(*(o.groups(sort=True) for o in outs), key=lambda group: group[0])
+        await _emit(_single_linked(groups, prefix), prefix, spool, dotted=True)
     finally:
-        out.close()
+        for o in outs:
+            o.close()
+    return capped
 
 
-async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, spool: LineSpool) -> None:
-    """Search the batches, up to CONCURRENCY at once, emitting their results in batch order.
+def _drop_withheld(out: _Output, scope: SearchScope, prefix: str) -> None:
+    rels = [path[2:] if path.startswith(b"./") else path for path, _n, _s, _e in out.index]
+    drop = scope.withheld_among(rels, prefix)
+    if drop:
+        out.index = [entry for i, entry in enumerate(out.index) if i not in drop]
+
+
+async def _search_and_list(argv: list[str], root: str, rg: str, markers: tuple[str, ...], limit: int) -> tuple[IO[bytes], bool, list[bytes]]:
+    """The tree search (its output file, capped) and, at the same time, the names that carry a marker."""
+    marked: list[bytes] = []
+    failures: list[BaseException] = []
+    found: list[tuple[IO[bytes], bool]] = []
+
+    async def listing() -> None:
+        try:
+            marked.extend(await list_files_raw(rg, root, parts=markers))
+        except ToolFailure as exc:  # unknown count: the search fails rather than report too few
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        if markers:
+            tg.start_soon(listing)
+        try:
+            found.append(await rg_output(argv, root, limit=limit))
+        except ToolFailure as exc:
+            failures.append(exc)
+            tg.cancel_scope.cancel()
+    if failures:
+        for f, _capped in found:
+            f.close()
+        raise failures[0]
+    f, capped = found[0]
+    return f, capped, marked
+
+
+async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, spool: LineSpool, limit: int) -> bool:
+    """Search the batches, up to CONCURRENCY at once, emitting their results in batch order; whether one was capped.
 
     At most CONCURRENCY batches are outstanding (running, or finished and
-    waiting for an earlier one to be emitted).
+    waiting for an earlier one to be emitted), each rg output file bounded by
+    `limit`. A batch whose output reached it holds a prefix of its results (rg
+    -j1 keeps argument order): it is emitted and the search stops there, so
+    the matches kept are a sorted prefix.
     """
     outs: list[_Output | None] = [None] * len(batches)
     errors: list[BaseException | None] = [None] * len(batches)
+    capped = [False] * len(batches)
     done = [anyio.Event() for _ in batches]
     window = anyio.Semaphore(CONCURRENCY)
     failure: BaseException | None = None
+    stopped = False
 
     async def run(i: int) -> None:
         try:
-            out = _Output(await rg_output(argv + batches[i], cwd))
+            f, capped[i] = await rg_output(argv + batches[i], cwd, limit=limit)
+            out = _Output(f)
             outs[i] = out
             await out.build_index()
         except ToolFailure as exc:
@@ -308,9 +414,16 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                 out = outs[i]
                 assert out is not None
                 # Within a batch rg (-j1) keeps the order of its arguments: already sorted.
-                await _emit(out.groups(sort=False), prefix, spool, dotted=False)
+                try:
+                    await _emit(_single_linked(out.groups(sort=False), prefix), prefix, spool, dotted=False)
+                except OutputCapped:
+                    capped[i] = True
                 out.close()
                 outs[i] = None
+                if capped[i]:
+                    stopped = True
+                    tg.cancel_scope.cancel()
+                    break
                 window.release()
     finally:
         for o in outs:
@@ -318,6 +431,7 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                 o.close()
     if failure is not None:
         raise failure
+    return stopped
 
 
 def _batches(files: list[str]) -> list[list[str]]:

@@ -29,7 +29,9 @@ from wcmatch import glob as wcglob
 
 from ..errors import Refusal, ToolFailure
 from ..manifest.schema import FsSpec, ManifestSpec, RequiresSpec
+from ..manifest.strict_yaml import load_yaml
 from ..paths import PathRefused, canonicalize
+from ..textdata import StructureError
 from ..variables import _VAR
 from . import _schemas
 from .base import Tool, ToolResult
@@ -65,8 +67,9 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str] | None:
     for i in range(1, len(lines)):
         if lines[i].strip() == "---":
             try:
-                meta = yaml.safe_load("\n".join(lines[1:i]))
-            except yaml.YAMLError:
+                # Skills come from other people's repositories: no aliases, duplicate keys or deep nesting.
+                meta, _lines = load_yaml("\n".join(lines[1:i]))
+            except (yaml.YAMLError, StructureError):
                 return None
             if not isinstance(meta, dict):
                 return None

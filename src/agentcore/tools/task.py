@@ -83,7 +83,7 @@ class TaskTool(Tool):
             return ToolResult(data={"agent": agent, "result": text})
         spool = runtime.byte_spool(limit)
         try:
-            spool.write_sync(encoded)
+            spool.write_all(encoded)  # a cap cuts the sidecar (TRUNC-9)
         finally:
             spool.close()
         return ToolResult(data={"agent": agent, "result": spool.head_text()}, truncated=True, output_path=str(spool.path))

@@ -89,7 +89,7 @@ class WebFetchTool(Tool):
             return ToolResult(data=data, extra={"redirects": len(result.redirects)})
         spool = runtime.byte_spool(limits.web_fetch_bytes)
         try:
-            spool.write_sync(encoded)
+            spool.write_all(encoded)  # a cap cuts the sidecar (TRUNC-9)
         finally:
             spool.close()
         data["content"] = spool.head_text()

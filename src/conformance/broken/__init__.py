@@ -9,6 +9,7 @@ caught by at least one case. Run one as a command with
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -519,12 +520,148 @@ class GrepZeroBased(AgentcoreHarness):
         return envelope
 
 
+class LastWinsKeys(AgentcoreHarness):
+    """Manifest files are read by a plain parser: of two equal keys the last silently wins, aliases expand."""
+
+    def manifest_file(self, text: str, fmt: str) -> tuple[str, str]:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)  # JSON is YAML; duplicate keys keep the last value
+        except yaml.YAMLError:
+            return text, fmt
+        return json.dumps(data, default=str), "json"
+
+
+class UncappedSidecars(AgentcoreHarness):
+    """Sidecars take every byte of an output: the sidecar caps of the manifest are ignored (TRUNC-9)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        m = json.loads(json.dumps(manifest))
+        if isinstance(m.get("limits"), dict):
+            m["limits"] = {k: v for k, v in m["limits"].items() if k not in ("sidecar_bytes", "session_sidecar_bytes")}
+        return m
+
+
+class SearchShowsSecrets(AgentcoreHarness):
+    """glob and grep show what the watchdog would ask about before a `read` (its answer for paths is ignored)."""
+
+    def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
+        if spec is not None:
+            return super().make_watchdog(spec, compiled)
+        from agentcore.watchdog.default import default_watchdog_for
+        from agentcore.api import OPEN_SCREEN
+
+        dog = default_watchdog_for(compiled)
+        dog.read_screen = lambda manifest: OPEN_SCREEN  # type: ignore[method-assign]  # review unchanged, screen ignored
+        return dog
+
+
 class NoSandbox(AgentcoreHarness):
     """Commands run without OS confinement (environment `none` forced)."""
 
     def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return {**manifest, "environment": "none"}
 
+
+class WholeRootVisible(AgentcoreHarness):
+    """The sandbox shows the whole host root read-only whatever fs.read says (`sandbox.view: full` forced)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return {**manifest, "sandbox": {"view": "full"}}
+
+
+class FollowsHardLinks(AgentcoreHarness):
+    """Proves the path and ignores its link count: read, write and edit go through a file's other names."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        env = await super().invoke(agent, session, tool, args)
+        if (env.get("metadata") or {}).get("error_code") != "hard_link" or not agent.workspace:
+            return env
+        path = os.path.join(os.path.realpath(agent.workspace), str(args.get("path", "")))
+        if tool == "read":
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            n = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+            return _envelope(tool, "read", {"path": path, "content": text, "start_line": 1, "end_line": n, "total_lines": n, "next_offset": None})
+        if tool == "write" and isinstance(args.get("content"), str):
+            with open(path, "w", encoding="utf-8") as fh:  # in place: through every name of the inode
+                fh.write(args["content"])
+            return _envelope(tool, "edit", {"path": path, "bytes_written": len(args["content"].encode()), "created": False})
+        return env
+
+
+class UnpinnedDenies(AgentcoreHarness):
+    """The sandbox masks read-denied paths but pins no directory: renaming a parent carries a denied
+    file away from its mask, and the next call reads it under the new name."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        if tool == "bash":
+            env, _policy = agent.engine.environment()
+            if not getattr(env, "unpinned", False):
+                agent.engine._environment = _unpinned_bwrap()()
+        return await super().invoke(agent, session, tool, args)
+
+
+@functools.lru_cache(maxsize=1)
+def _unpinned_bwrap() -> type:
+    from agentcore.environments.bwrap import BwrapEnvironment
+
+    class Unpinned(BwrapEnvironment):
+        unpinned = True
+
+        def _assemble(self, argv: Any, policy: Any, plan: Any, filter_fd: str, channel_fd: str) -> list[str]:
+            roots = {os.path.realpath(r) for r in policy.write_roots}
+            args = list(plan.args)
+            kept: list[str] = []
+            i = 0
+            while i < len(args):
+                # A pin is `--bind D D` for a directory D inside a write root; drop it.
+                if args[i] == "--bind" and i + 2 < len(args) and args[i + 1] == args[i + 2] and args[i + 1] not in roots:
+                    i += 3
+                    continue
+                kept.append(args[i])
+                i += 1
+            return super()._assemble(argv, policy, type(plan)(args=tuple(kept), placeholders=plan.placeholders), filter_fd, channel_fd)
+
+    return Unpinned
+
+
+
+class NoSweep(AgentcoreHarness):
+    """Protected files a sandboxed command creates are left where it made them (no sweep after the command)."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        from agentcore.environments import callguard, guard
+
+        real = callguard.finish
+        callguard.finish = lambda prepared: guard.SweepReport()  # type: ignore[assignment]
+        try:
+            return await super().invoke(agent, session, tool, args)
+        finally:
+            callguard.finish = real  # type: ignore[assignment]
+
+
+class UnsafeGit(AgentcoreHarness):
+    """Sandboxed git reads the repository's configuration as it is (no git variables, no overrides)."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        import dataclasses
+
+        from agentcore.environments import callguard
+
+        real = callguard.prepare
+
+        def prepare(policy: Any, roots: Any) -> Any:
+            got = real(policy, roots)
+            env = {k: v for k, v in got.policy.env.items() if not k.startswith("GIT_") and k not in ("PAGER", "SSH_ASKPASS")}
+            return dataclasses.replace(got, policy=dataclasses.replace(got.policy, env=env))
+
+        callguard.prepare = prepare  # type: ignore[assignment]
+        try:
+            return await super().invoke(agent, session, tool, args)
+        finally:
+            callguard.prepare = real  # type: ignore[assignment]
 
 
 def _naive_fetch(url: str) -> dict[str, Any]:
@@ -636,10 +773,18 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "persists-always": PersistsAlways,
     "grep-zero-based": GrepZeroBased,
     "no-sandbox": NoSandbox,
+    "whole-root-visible": WholeRootVisible,
+    "follows-hard-links": FollowsHardLinks,
+    "unpinned-denies": UnpinnedDenies,
+    "no-sweep": NoSweep,
+    "unsafe-git": UnsafeGit,
     "redirects-unchecked": RedirectsUnchecked,
     "no-download-limit": NoDownloadLimit,
     "raw-html": RawHtml,
     "no-search-quota": NoSearchQuota,
+    "last-wins-keys": LastWinsKeys,
+    "uncapped-sidecars": UncappedSidecars,
+    "search-shows-secrets": SearchShowsSecrets,
 }
 
 

@@ -6,10 +6,13 @@ import os
 from typing import Any, Iterable
 
 from ...vocabulary import INTERNAL_CATEGORY, WATCHDOG_CATEGORIES as CATEGORIES, unknown_categories
-from ...watchdog import AllowAllWatchdog, Verdict, Watchdog, WatchdogCall
+from ...watchdog import OPEN_SCREEN, AllowAllWatchdog, ReadScreen, Verdict, Watchdog, WatchdogCall
 from .dispatch import _review_command
 from .paths import _Ctx, _Finding, _norm
-from .secrets import _is_secret
+from .secrets import _is_secret, secret_markers
+
+# A `read` is asked exactly when its resolved path is secret (WDOG-11), so that is what a search leaves out.
+_SECRETS_SCREEN = ReadScreen(_is_secret, secret_markers)
 
 
 _WORDS = {
@@ -48,6 +51,10 @@ class DefaultWatchdog:
     def enabled(self) -> frozenset[str]:
         return self._enabled
 
+    def read_screen(self, manifest: Any) -> ReadScreen:
+        """The paths a `read` would be asked about: the secret ones, unless `secrets` is switched off (WDOG-17)."""
+        return _SECRETS_SCREEN if "secrets" in self._enabled else OPEN_SCREEN
+
     async def review(self, call: WatchdogCall) -> Verdict:
         try:
             return self._review(call)
@@ -59,7 +66,8 @@ class DefaultWatchdog:
         check_secrets = "secrets" in enabled
         ws_raw = getattr(call.manifest, "workspace", None)
         ws = _norm(os.fspath(ws_raw)) if ws_raw is not None else None
-        ctx = _Ctx(ws, self._home, enabled)
+        effective = getattr(call.manifest, "effective", None)
+        ctx = _Ctx(ws, self._home, enabled, getattr(effective, "can_write", None))
         if check_secrets:
             for v in (call.paths or {}).values():
                 p = _fspath_str(v)

@@ -29,21 +29,49 @@ _GIT_GLOBAL_VALUES = ("--namespace", "--super-prefix", "--list-cmds", "--attr-so
 _ALL_PATHS = frozenset({".", "./", ":/", ":/.", "*", ":(top)", ":(top)."})
 
 
-def _git_dir_outside(ctx: _Ctx, base: str | None, value: str) -> tuple[str | None, bool]:
-    """Resolve a -C/--git-dir/--work-tree value; (new base, outside-or-unresolvable)."""
+_REPO_OPTIONS = ("--git-dir", "--work-tree")  # global options naming where the repository is
+_SUB_REPO_OPTIONS = ("--git-dir", "--work-tree", "--separate-git-dir")  # the same, after a subcommand
+
+
+def _resolve_dir(ctx: _Ctx, base: str | None, value: str) -> str | None:
+    """A -C/--git-dir/--work-tree value as the OS would reach it (symlinks followed); None: unresolvable."""
     if value == "":
-        return base, False
-    if value[0] == "/" or value[0] == "~" or value[0] == "$":
+        return base
+    if value[0] in ("/", "~", "$"):
         p = ctx.abs(value)
     else:
         p = None if base is None else _norm(base + "/" + value)
     if p is None:
-        return None, True
+        return None
     try:
-        p = os.path.realpath(p)
+        return os.path.realpath(p)
     except (OSError, ValueError):
-        return None, True
-    return p, not ctx.inside(p)
+        return None
+
+
+def _judge_dir(ctx: _Ctx, p: str | None) -> bool:
+    """Add the finding for a repository location; True when the call is denied (stop looking)."""
+    if p is None or not ctx.inside(p):
+        ctx.add("code_execution_wrapper", "deny", "git pointed at a repository outside the workspace")
+        return True
+    if p != ctx.ws and ctx.writable(p):
+        # A repository the agent can write to may have been planted there (in this very command):
+        # git would read its configuration. The workspace root itself is where git looks anyway.
+        ctx.add("code_execution_wrapper", "ask", "git pointed at a repository in a directory the agent can write")
+    return False
+
+
+def _repo_option(a: str, names: Sequence[str]) -> bool:
+    """`a` is `--name`, `--name=value` or an abbreviation of one of `names` (at least `--x`)."""
+    name = a.split("=", 1)[0]
+    return a.startswith("--") and any(_lm(name, n) and len(name) >= 4 for n in names)
+
+
+def _option_value(args: Sequence[str], i: int, a: str) -> tuple[str, int]:
+    """(value, next index) of an option written `--opt=value`, or `--opt value` / `-C value`."""
+    if a.startswith("--") and "=" in a:
+        return a.split("=", 1)[1], i
+    return (args[i] if i < len(args) else ""), i + 1
 
 
 def _git(ctx: _Ctx, args: Sequence[str]) -> None:
@@ -53,17 +81,12 @@ def _git(ctx: _Ctx, args: Sequence[str]) -> None:
     while i < n:
         a = args[i]
         i += 1
-        if a == "-C" or a.startswith(("--git-dir", "--work-tree")):
-            if a == "-C" or "=" not in a:
-                value = args[i] if i < n else ""
-                i += 1
-            else:
-                value = a.split("=", 1)[1]
-            new, outside = _git_dir_outside(ctx, base, value)
+        if a == "-C" or _repo_option(a, _REPO_OPTIONS):
+            value, i = _option_value(args, i, a)
+            new = _resolve_dir(ctx, base, value)
             if a == "-C":
                 base = new
-            if outside:
-                ctx.add("code_execution_wrapper", "deny", "git pointed at a repository outside the workspace")
+            if _judge_dir(ctx, new):
                 return
             continue
         if a.startswith("-c") or a.startswith(("--config-env", "--exec-path")):
@@ -78,6 +101,8 @@ def _git(ctx: _Ctx, args: Sequence[str]) -> None:
     if sub is None:
         return
     rest = args[i:]
+    if _sub_repo_options(ctx, base, rest):
+        return
     for a in rest:
         name = a.split("=", 1)[0]
         if "ext::" in a.lower() or (name.startswith("--") and (
@@ -90,6 +115,21 @@ def _git(ctx: _Ctx, args: Sequence[str]) -> None:
     check = _GIT_SUB.get(sub)
     if check is not None:
         check(ctx, rest)
+
+
+def _sub_repo_options(ctx: _Ctx, base: str | None, rest: Sequence[str]) -> bool:
+    """`--git-dir`, `--work-tree` and `--separate-git-dir` given to a subcommand: judged like the global ones."""
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        i += 1
+        if a == "--":
+            return False
+        if _repo_option(a, _SUB_REPO_OPTIONS):
+            value, i = _option_value(rest, i, a)
+            if _judge_dir(ctx, _resolve_dir(ctx, base, value)):
+                return True
+    return False
 
 
 def _git_push(ctx: _Ctx, rest: Sequence[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable
 
 _Finding = tuple[str, str, str, int]  # (action, category, detail, command index)
 
@@ -27,10 +28,11 @@ def _norm(p: str) -> str:
 class _Ctx:
     """Per-call state: workspace, home, current directory and the findings so far."""
 
-    __slots__ = ("ws", "home", "cwd", "enabled", "findings", "index")
+    __slots__ = ("ws", "home", "cwd", "enabled", "findings", "index", "can_write")
 
-    def __init__(self, ws: str | None, home: str, enabled: frozenset[str]) -> None:
+    def __init__(self, ws: str | None, home: str, enabled: frozenset[str], can_write: Callable[[str], bool] | None = None) -> None:
         self.ws = ws
+        self.can_write = can_write
         self.home = home
         self.cwd = ws  # None once a directory change makes relative words unresolvable
         self.enabled = enabled
@@ -73,6 +75,10 @@ class _Ctx:
             return os.path.realpath(p)
         except (OSError, ValueError):
             return None
+
+    def writable(self, p: str) -> bool:
+        """Whether the manifest's fs.write covers canonical path `p` (False when the manifest does not say)."""
+        return self.can_write is not None and bool(self.can_write(p))
 
     def inside(self, p: str) -> bool:
         return self.ws is not None and _within(p, self.ws)

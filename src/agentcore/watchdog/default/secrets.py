@@ -18,6 +18,12 @@ _SECRET_DIRS = (".ssh", ".gnupg")  # everything below them
 _SECRET_TAILS2 = frozenset({(".aws", "credentials"), (".kube", "config"), (".docker", "config.json")})
 _SECRET_TAILS3 = frozenset({(".config", "gh", "hosts.yml")})
 _ENV_TEMPLATES = frozenset({"example", "sample", "template", "dist"})
+# Markers of `_is_secret` for read screens (runtime.ReadScreen): every secret path contains one of
+# these, lower-cased, in a component that names it (the names, `.env`, the suffixes and prefixes,
+# the directories `.ssh`/`.gnupg`/`.aws`/`.kube`/`.docker`, and `hosts.yml` of the gh tail).
+SECRET_MARKERS: tuple[str, ...] = (
+    *sorted(_SECRET_NAMES), ".env", *_SECRET_SUFFIXES, *_SECRET_PREFIXES, ".kube", ".docker", "hosts.yml",
+)
 
 
 def _is_secret(path: str) -> bool:
@@ -43,6 +49,23 @@ def _is_secret(path: str) -> bool:
         if n >= 3 and (parts[-3], parts[-2], base) in _SECRET_TAILS3:
             return True
     return False
+
+
+def secret_markers(root: str) -> tuple[str, ...] | None:
+    """The read-screen markers beneath the canonical directory `root`.
+
+    A root inside `.ssh` or `.gnupg` makes everything beneath it secret: None
+    (ask about every path). A root that is itself `.aws`, `.kube` or
+    `.docker` lends the first half of a two-part tail: its child's name joins
+    the markers.
+    """
+    parts = [p for p in root.lower().split("/") if p and p != "."]
+    if any(p in _SECRET_DIRS for p in parts):
+        return None
+    for first, last in _SECRET_TAILS2:
+        if parts and parts[-1] == first:
+            return SECRET_MARKERS + (last,)
+    return SECRET_MARKERS
 
 
 def _links_below_workspace(ctx: _Ctx, p: str) -> bool:

@@ -1,0 +1,141 @@
+"""One sandboxed call's protection: what to keep read-only, which git settings to force, what to sweep (ENV-7, ENV-14).
+
+`prepare` runs before the command, `finish` after it (the sandbox gone):
+
+1. `guard.observe` lists the protected entries of the writable roots (and
+   the repositories of the workspace roots);
+2. every repository found there, or enclosing a workspace or writable root,
+   has its configuration read (includes, `config.worktree`, submodules and
+   worktrees too): the hook directories and included files it names become
+   protected paths, and every named key it defines gets a harmless
+   override in the command's git environment (`gitenv`);
+3. the policy keeps read-only the repositories, the entries at the top of
+   each writable root and those named paths, and covers a missing `.git`
+   with a placeholder where git would look for one: the top of each
+   writable root, each workspace root and its writable ancestors; a
+   submodule directory without its `.git` stays as it is;
+4. after the command `guard.sweep` removes what it left that is protected.
+
+A configuration that cannot be read fails the call before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import gitconfig
+from ..protected import global_protected, load_config
+from . import guard
+from .base import EnvironmentUnavailable, SandboxPolicy
+from .gitenv import git_env
+
+
+@dataclass(frozen=True)
+class Prepared:
+    policy: SandboxPolicy
+    observation: guard.Observation
+    placeholders: tuple[str, ...]  # protected paths that were missing: bwrap may leave its mount points there
+
+
+def _inside(p: str, roots: Iterable[str]) -> bool:
+    return any(p == r or p.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _repos(obs: guard.Observation, anchors: Iterable[str]) -> list[gitconfig.Repo]:
+    """Every repository found in the trees, and every one whose work tree holds an anchor."""
+    out: list[gitconfig.Repo] = []
+    for path, entry in obs.entries():
+        if entry.kind == "repo":
+            out.append(gitconfig.repo_at(path))
+        elif entry.kind == "layout":
+            out.append(gitconfig.bare_repo(path))
+    for a in anchors:
+        cur = a
+        while True:
+            dotgit = os.path.join(cur, ".git")
+            if os.path.lexists(dotgit):
+                out.append(gitconfig.repo_at(dotgit))
+            parent = os.path.dirname(cur)
+            if parent == cur:
+                break
+            cur = parent
+    return list(dict.fromkeys(out))
+
+
+def _configs(repos: Sequence[gitconfig.Repo]) -> tuple[list[gitconfig.ConfigSet], list[str]]:
+    """Each repository's configuration sets (its own, its submodules', its worktrees') and the paths they name."""
+    sets: list[gitconfig.ConfigSet] = []
+    named: list[str] = []
+    for repo in repos:
+        cfg = load_config(repo.config_files())
+        sets.append(cfg)
+        named += [*gitconfig.hook_dirs(cfg, repo), *cfg.includes]
+        for gd in gitconfig.submodule_gitdirs(repo.commondir):
+            sub = gitconfig.Repo(None, gd, gd)
+            sets.append(load_config(sub.config_files()))
+            named += sets[-1].includes
+        for wt in gitconfig.worktree_gitdirs(repo.commondir):
+            sets.append(load_config([os.path.join(wt, "config.worktree")]))
+            named += sets[-1].includes
+    return sets, named
+
+
+def _empty_submodules(repos: Sequence[gitconfig.Repo]) -> list[str]:
+    """Submodule directories without a `.git` yet: `git status` would enter one the command gave a `.git`
+    (bringing an unknown configuration along), so the directory itself stays as it is for the call.
+    (A `.git` placeholder inside would not do: git refuses a submodule whose `.git` is not a repository.)"""
+    out: list[str] = []
+    for repo in repos:
+        if repo.top is None:
+            continue
+        for rel in gitconfig.submodule_paths(os.path.join(repo.top, ".gitmodules")):
+            d = os.path.join(repo.top, rel)
+            if not os.path.lexists(os.path.join(d, ".git")):
+                out.append(d)
+    return out
+
+
+def _discovery_dotgits(write_roots: Sequence[str], workspace_roots: Sequence[str]) -> list[str]:
+    """Where git, started in a workspace root, looks for `.git`, as far as a writable root reaches."""
+    out = [os.path.join(r, ".git") for r in write_roots]
+    for w in workspace_roots:
+        cur = w
+        while _inside(cur, write_roots):
+            out.append(os.path.join(cur, ".git"))
+            parent = os.path.dirname(cur)
+            if parent == cur:
+                break
+            cur = parent
+    return out
+
+
+def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Prepared:
+    """The call's policy (read-only binds, placeholders, git environment) and what the sweep compares with."""
+    ws = [os.path.realpath(w) for w in workspace_roots]
+    try:
+        obs = guard.observe([os.fspath(r) for r in policy.write_roots], ws)
+        protected_roots = set(obs.protected_roots())
+        writable = [t.root for t in obs.trees if t.writable and t.root not in protected_roots]
+        repos = _repos(obs, [*ws, *writable])
+        sets, named = _configs(repos)
+        named += global_protected(r.top for r in repos)
+    except (guard.GuardError, gitconfig.GitConfigError) as exc:
+        raise EnvironmentUnavailable(f"the workspace's protected files or git configuration cannot be checked: {exc}") from None
+    extras = [p for p in dict.fromkeys([*named, *_empty_submodules(repos), *_discovery_dotgits(writable, ws)]) if _inside(p, writable)]
+    bound = obs.bound()
+    protected = tuple(dict.fromkeys([*map(os.fspath, policy.protected), *bound, *extras]))
+    placeholders = tuple(p for p in protected if not os.path.lexists(p))
+    env = dict(policy.env) | git_env(sets)
+    # A writable root that is itself protected (or a repository layout) is not writable at all.
+    roots = tuple(r for r in policy.write_roots if os.path.realpath(r) not in protected_roots)
+    new = dataclasses.replace(policy, write_roots=roots, protected=tuple(Path(p) for p in protected), env=env)
+    return Prepared(new, guard.with_extras(obs, extras), placeholders)
+
+
+def finish(prepared: Prepared) -> guard.SweepReport:
+    """After the command: remove the protected entries it left (raises guard.GuardError when it cannot)."""
+    return guard.sweep(prepared.observation, placeholders=prepared.placeholders)

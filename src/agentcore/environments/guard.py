@@ -1,0 +1,591 @@
+"""Protected entries at every depth of a tree: found before a command runs, undone after it (ENV-7).
+
+Binding a placeholder in every directory is impossible, and binding every
+protected entry a big tree holds is slow (each mount costs bwrap more than
+the last). So the sandbox works in two steps:
+
+- before the run, `observe` lists every *protected entry* of each tree (the
+  shallowest entry whose path is protected: `.git`, `.envrc`, `.github`,
+  a git directory layout, ...). Repositories (`.git`, layouts) and the
+  entries directly at the top of a writable root are bound read-only by
+  the caller; the others are recorded entry by entry;
+- after the run (the sandbox and every process in it gone), `sweep` looks
+  again and removes every protected entry that is new, replaced or changed
+  (inside a recorded one: every new or changed entry), and the markers
+  that completed a layout. Nothing the command made survives it.
+
+Both walks are incremental: each tree's last state is kept (`_CACHE`), and
+a directory is listed again only when its own `(dev, ino, ctime)` changed.
+Creating, removing or renaming an entry changes its directory's ctime, and
+no process can set a ctime back; a directory whose ctime is within
+`VOLATILE_NS` of the moment it was recorded is listed again regardless,
+because the filesystem clock is coarser than ours. The walks never follow
+symbolic links.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, PROTECTED_NAMES, SEQUENCE_TAILS, is_layout, layout_reason, name_reason, protected_reason, sequence_match
+
+VOLATILE_NS = 50_000_000  # 50 ms: above any filesystem timestamp granularity Linux uses (HZ >= 100)
+MAX_SWEEP_ROUNDS = 8
+
+
+class GuardError(Exception):
+    """A tree could not be examined or restored (the caller fails closed)."""
+
+
+# (dev, ino, mode, ctime_ns): ctime is 0 for directories inside or being a recorded entry (their
+# entries are compared instead). A plain tuple: millions of these are made and compared.
+Ident = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class _Dir:
+    ident: Ident
+    volatile: bool
+    subdirs: frozenset[str]  # names of recorded subdirectories
+    qs: frozenset[str]  # names of protected entries directly inside
+    markers: frozenset[str]  # layout markers present
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str  # "repo" (a `.git`), "layout" (a git directory layout), "config" (anything else)
+    ident: Ident
+    bound: bool  # kept read-only by the sandbox (repositories, and entries at the top of a writable root)
+    inner: tuple[tuple[str, Ident], ...] = ()  # unbound only: every entry beneath, by relative path
+
+
+@dataclass
+class TreeState:
+    """What one tree (a writable or read root) holds outside its protected entries, and those entries."""
+
+    root: str
+    writable: bool
+    dirs: dict[str, _Dir] = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
+    root_protected: bool = False  # the root itself is a protected entry (or a layout)
+
+    def copy(self) -> "TreeState":
+        return TreeState(self.root, self.writable, dict(self.dirs), dict(self.entries), self.root_protected)
+
+
+def _ident(st: os.stat_result, *, with_ctime: bool = True) -> Ident:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_ctime_ns if with_ctime else 0)
+
+
+def _same_inode(a: Ident, b: Ident) -> bool:
+    return a[0] == b[0] and a[1] == b[1]
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise GuardError(f"a path cannot be examined ({exc.strerror})") from None
+
+
+def _listdir(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise GuardError(f"a directory cannot be listed ({exc.strerror})") from None
+
+
+def _protected_child(parent: str, name: str) -> str | None:
+    """The kind of protected entry `parent/name` is by its name or path (None: not protected by name)."""
+    if name not in _ANY_NAME:
+        return None
+    if name_reason(name) is not None:
+        return "repo" if name == ".git" else "config"
+    if name in SEQUENCE_TAILS and sequence_match((*parent.split("/"), name)):
+        return "config"
+    return None
+
+
+def _inner(path: str) -> tuple[tuple[str, Ident], ...]:
+    """Every entry beneath `path` (not following links): files and links with ctime, directories without."""
+    out: list[tuple[str, Ident]] = []
+    stack = [(path, "")]
+    while stack:
+        d, rel = stack.pop()
+        for e in _listdir(d):
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise GuardError(f"a protected entry cannot be examined ({exc.strerror})") from None
+            r = f"{rel}/{e.name}" if rel else e.name
+            is_dir = stat.S_ISDIR(st.st_mode)
+            out.append((r, _ident(st, with_ctime=not is_dir)))
+            if is_dir:
+                stack.append((e.path, r))
+    out.sort()
+    return tuple(out)
+
+
+def _layout_entry(st: os.stat_result) -> Entry:
+    return Entry("layout", _ident(st, with_ctime=False), True)
+
+
+_ANY_NAME = frozenset(PROTECTED_NAMES | PROTECTED_DIRS | SEQUENCE_TAILS)
+_Todo = list[tuple[str, os.stat_result, str]]  # (directory, its lstat, its parent) still to walk
+
+
+class _Walker:
+    """Brings a TreeState up to date with the disk, listing only what may have changed."""
+
+    def __init__(self, state: TreeState) -> None:
+        self.s = state
+        self.now = time.time_ns()
+        self.fresh: set[str] = set()  # entries recorded by this pass (no need to look at them again)
+
+    # -- records -------------------------------------------------------------------------
+
+    def _drop_dir(self, path: str) -> None:
+        rec = self.s.dirs.pop(path, None)
+        if rec is None:
+            return
+        for name in rec.subdirs:
+            self._drop_dir(f"{path}/{name}")
+        for name in rec.qs:
+            self.s.entries.pop(f"{path}/{name}", None)
+
+    def _entry(self, path: str, parent: str, kind: str, st: os.stat_result) -> Entry:
+        if kind == "layout":
+            return _layout_entry(st)
+        bound = kind == "repo" or parent == self.s.root
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if bound or not is_dir:
+            return Entry(kind, _ident(st, with_ctime=not is_dir), bound)
+        return Entry(kind, _ident(st, with_ctime=False), bound, _inner(path))
+
+    def _set_dir(self, path: str, st: os.stat_result, subdirs: frozenset[str], qs: frozenset[str], markers: frozenset[str]) -> None:
+        self.s.dirs[path] = _Dir(_ident(st), st.st_ctime_ns >= self.now - VOLATILE_NS, subdirs, qs, markers)
+
+    def _link(self, parent: str, name: str, *, as_q: bool) -> None:
+        rec = self.s.dirs.get(parent)
+        if rec is None:
+            return
+        if as_q:
+            self.s.dirs[parent] = replace(rec, qs=rec.qs | {name}, subdirs=rec.subdirs - {name})
+        else:
+            self.s.dirs[parent] = replace(rec, subdirs=rec.subdirs | {name}, qs=rec.qs - {name})
+
+    def _add_q(self, parent: str, name: str, entry: Entry) -> None:
+        path = f"{parent}/{name}"
+        if parent == self.s.root:
+            entry = replace(entry, bound=True)
+        self.s.entries[path] = entry
+        self.fresh.add(path)
+        self._link(parent, name, as_q=True)
+
+    # -- listing -------------------------------------------------------------------------
+
+    def _walk(self, todo: _Todo) -> None:
+        """Record each queued directory and everything beneath it afresh."""
+        while todo:
+            d, dst, parent = todo.pop()
+            listing = _listdir(d)
+            markers = frozenset(e.name for e in listing) & LAYOUT_MARKERS
+            name = d.rsplit("/", 1)[1]
+            if is_layout(markers):
+                if d == self.s.root:
+                    self.s.root_protected = True
+                else:
+                    self._add_q(parent, name, _layout_entry(dst))
+                continue
+            subdirs, qs = self._children(d, listing, todo)
+            self._set_dir(d, dst, subdirs, qs, markers)
+            if d != self.s.root:
+                self._link(parent, name, as_q=False)
+
+    def _children(self, d: str, listing: Sequence[os.DirEntry[str]], todo: _Todo) -> tuple[frozenset[str], frozenset[str]]:
+        """Record the protected entries of directory `d`; queue the subdirectories not already recorded
+        as the same directory. Returns (recorded subdirectories kept, protected names)."""
+        qs: set[str] = set()
+        subdirs: set[str] = set()
+        old = self.s.dirs.get(d)
+        for e in listing:
+            kind = _protected_child(d, e.name)
+            if kind is None and not e.is_dir(follow_symlinks=False):
+                continue  # d_type from the listing: no system call for an ordinary file
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise GuardError(f"an entry cannot be examined ({exc.strerror})") from None
+            if kind is not None:
+                if e.path in self.s.dirs:
+                    self._drop_dir(e.path)  # a directory renamed to a protected name: no longer walked
+                self.s.entries[e.path] = self._entry(e.path, d, kind, st)
+                self.fresh.add(e.path)
+                qs.add(e.name)
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            known = self.s.dirs.get(e.path)
+            if old is not None and e.name in old.subdirs and known is not None and known.ident[0] == st.st_dev and known.ident[1] == st.st_ino:
+                subdirs.add(e.name)  # the same directory as before: validated on its own
+                continue
+            if known is not None:
+                self._drop_dir(e.path)
+            self.s.entries.pop(e.path, None)
+            todo.append((e.path, st, d))
+        return frozenset(subdirs), frozenset(qs)
+
+    def _relist(self, path: str) -> None:
+        """List a recorded directory whose own state changed."""
+        rec = self.s.dirs[path]
+        st = _lstat(path)
+        parent = path.rpartition("/")[0]
+        if st is None or not stat.S_ISDIR(st.st_mode) or not (st.st_dev == rec.ident[0] and st.st_ino == rec.ident[1]):
+            self._drop_dir(path)
+            if path == self.s.root:
+                self._root()
+            return  # the parent changed as well, and lists what is there now
+        listing = _listdir(path)
+        names = frozenset(e.name for e in listing)
+        markers = names & LAYOUT_MARKERS
+        if is_layout(markers):
+            self._drop_dir(path)
+            if path == self.s.root:
+                self.s.root_protected = True
+            else:
+                self._add_q(parent, path.rsplit("/", 1)[1], _layout_entry(st))
+            return
+        for n in (rec.subdirs | rec.qs) - names:
+            self._drop_dir(f"{path}/{n}")
+        for n in rec.qs:
+            self.s.entries.pop(f"{path}/{n}", None)
+        todo: _Todo = []
+        subdirs, qs = self._children(path, listing, todo)
+        self._set_dir(path, st, subdirs, qs, markers)
+        self._walk(todo)
+
+    def _root(self) -> None:
+        root = self.s.root
+        self.s.dirs.clear()
+        self.s.entries.clear()
+        self.s.root_protected = False
+        st = _lstat(root)
+        if st is None:
+            raise GuardError("a root cannot be examined")
+        if protected_reason(root) is not None or layout_reason(root) is not None:
+            self.s.root_protected = True
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return  # a root that is one file (fs.write on a literal path) holds nothing to protect
+        self._walk([(root, st, "")])
+
+    # -- the pass ------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        if not self.s.dirs or self.s.root_protected:
+            self._root()
+            return
+        changed: list[str] = []
+        lstat = os.lstat
+        for path, rec in self.s.dirs.items():
+            if rec.volatile:
+                changed.append(path)
+                continue
+            try:
+                st = lstat(path)
+            except OSError:
+                changed.append(path)  # gone (its parent lists that) or unreadable (the listing says so)
+                continue
+            i = rec.ident
+            if st.st_ctime_ns != i[3] or st.st_ino != i[1] or st.st_dev != i[0] or st.st_mode != i[2]:
+                changed.append(path)
+        for path in sorted(changed, key=lambda p: p.count("/")):
+            if path in self.s.dirs:
+                self._relist(path)
+        self._recheck_entries()
+
+    def _recheck_entries(self) -> None:
+        """Entries no listing re-recorded: their own state (content, what is inside) may still have changed."""
+        for path, ent in list(self.s.entries.items()):
+            if path in self.fresh or path not in self.s.entries:
+                continue
+            st = _lstat(path)
+            if st is None:
+                continue  # its directory changed too and was listed again
+            parent, _, name = path.rpartition("/")
+            if ent.kind == "layout" and not is_layout({e.name for e in _listdir(path)} & LAYOUT_MARKERS):
+                # No longer a repository layout (the sweep removed a marker): an ordinary directory again.
+                self.s.entries.pop(path, None)
+                self._walk([(path, st, parent)])
+                continue
+            now = self._entry(path, parent, ent.kind, st)
+            if now != ent:
+                self.s.entries[path] = now
+
+
+# -- the cache and the public surface ----------------------------------------------------
+
+_CACHE_MAX = 16
+_cache: dict[tuple[str, bool], TreeState] = {}
+_cache_lock = threading.Lock()
+
+
+def state_of(root: str, writable: bool) -> TreeState:
+    """The current state of tree `root` (incremental from the last one seen for it)."""
+    key = (root, writable)
+    with _cache_lock:
+        prev = _cache.get(key)
+    state = prev.copy() if prev is not None else TreeState(root, writable)
+    _Walker(state).refresh()
+    remember(state)
+    return state
+
+
+def remember(state: TreeState) -> None:
+    with _cache_lock:
+        if len(_cache) >= _CACHE_MAX and (state.root, state.writable) not in _cache:
+            _cache.pop(next(iter(_cache)))
+        _cache[(state.root, state.writable)] = state.copy()
+
+
+def forget_all() -> None:
+    """Drop every cached tree (tests and benchmarks that want a cold walk)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Every tree's state before a command."""
+
+    trees: tuple[TreeState, ...]
+    extras: dict[str, os.stat_result | None] = field(default_factory=dict)  # further protected paths, as they were
+
+    def entries(self) -> Iterable[tuple[str, Entry]]:
+        for t in self.trees:
+            yield from t.entries.items()
+
+    def bound(self, *, writable_only: bool = True) -> list[str]:
+        return [p for t in self.trees if t.writable or not writable_only for p, e in t.entries.items() if e.bound]
+
+    def protected_roots(self) -> list[str]:
+        return [t.root for t in self.trees if t.writable and t.root_protected]
+
+
+def observe(write_roots: Sequence[str], read_roots: Sequence[str] = ()) -> Observation:
+    """The state of every writable root and of every read root that no writable root holds."""
+    w = [os.path.realpath(r) for r in write_roots]
+    trees = [state_of(r, True) for r in dict.fromkeys(w)]
+    for r in dict.fromkeys(os.path.realpath(x) for x in read_roots):
+        if not any(r == x or r.startswith(x.rstrip("/") + "/") for x in w) and os.path.isdir(r):
+            trees.append(state_of(r, False))
+    return Observation(tuple(trees))
+
+
+def with_extras(obs: Observation, extras: Iterable[str]) -> Observation:
+    """`obs` plus the current state of further protected paths that lie in a writable root."""
+    roots = [t.root for t in obs.trees if t.writable and not t.root_protected]
+    got: dict[str, os.stat_result | None] = dict(obs.extras)
+    for e in extras:
+        p = os.path.normpath(e)
+        if any(p == r or p.startswith(r + "/") for r in roots):
+            got[p] = _lstat(p)
+    return Observation(obs.trees, got)
+
+
+# -- the sweep ---------------------------------------------------------------------------
+
+
+@dataclass
+class SweepReport:
+    removed: int = 0  # entries removed (each counted once, with whatever was beneath it)
+    failed: int = 0  # entries that could not be removed
+
+
+def _is_placeholder(path: str, placeholders: frozenset[str]) -> bool:
+    """An empty file or directory bwrap made as a mount point (left for its own cleanup)."""
+    if path not in placeholders:
+        return False
+    st = _lstat(path)
+    if st is None:
+        return True
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size == 0
+    if stat.S_ISDIR(st.st_mode):
+        return not _listdir(path)
+    return False
+
+
+def _new_or_changed(before: TreeState, after: TreeState) -> list[str]:
+    """Paths to remove: protected entries that are new or replaced, new or changed entries inside
+    recorded unbound ones, and the markers that made a directory a git layout."""
+    out: list[str] = []
+    if after.root_protected and not before.root_protected:
+        # The root itself became a git layout: take back the markers it did not hold.
+        rec = before.dirs.get(before.root)
+        had = rec.markers if rec is not None else frozenset()
+        out += [f"{before.root}/{m}" for m in sorted(LAYOUT_MARKERS - had) if os.path.lexists(f"{before.root}/{m}")]
+    for path, ent in after.entries.items():
+        old = before.entries.get(path)
+        if old is None or old.kind != ent.kind or not _same_inode(old.ident, ent.ident):
+            if ent.kind == "layout":
+                # Undo the layout, not the directory: a marker it did not hold before goes (all of
+                # them when the directory itself is new here); the rest is looked at again.
+                drec = before.dirs.get(path)
+                had = drec.markers if drec is not None and _same_inode(drec.ident, ent.ident) else frozenset()
+                out += [f"{path}/{m}" for m in sorted(LAYOUT_MARKERS - had) if os.path.lexists(f"{path}/{m}")]
+            else:
+                out.append(path)
+            continue
+        if ent.bound:
+            continue
+        if old.ident != ent.ident:
+            out.append(path)  # another type or mode, or (for a file) other content
+            continue
+        was = dict(old.inner)
+        for rel, ident in ent.inner:
+            if was.get(rel) != ident:
+                out.append(f"{path}/{rel}")
+    return _outermost(out)
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for p in sorted(set(paths), key=lambda x: (x.count("/"), x)):
+        if not any(p.startswith(o + "/") for o in out):
+            out.append(p)
+    return out
+
+
+def _reopen(path: str) -> None:
+    """Give a directory the command shut (same owner as us) back read, write and search rights."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o700 != 0o700:
+            os.chmod(path, st.st_mode | 0o700)
+    except OSError:
+        pass
+
+
+def _rmtree_error(func: object, path: str, _exc: object) -> None:
+    _reopen(os.path.dirname(path))
+    _reopen(path)
+    if callable(func):
+        func(path)  # raises again when it still fails; rmtree then gives up
+
+
+def _remove(path: str) -> bool:
+    """Remove `path` (a real directory with everything beneath) without following links."""
+    st = _lstat(path)
+    if st is None:
+        return True
+    _reopen(os.path.dirname(path))
+    try:
+        if stat.S_ISDIR(st.st_mode):
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(path, onexc=_rmtree_error)
+            else:
+                shutil.rmtree(path, onerror=_rmtree_error)
+        else:
+            os.unlink(path)
+    except OSError:
+        return False
+    return not os.path.lexists(path)
+
+
+def _open_shut_dirs(root: str) -> None:
+    """Directories the command made unlistable (ours: the same uid) are opened again before looking."""
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            st = os.lstat(d)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            continue
+        if st.st_uid == os.getuid() and st.st_mode & 0o500 != 0o500:
+            try:
+                os.chmod(d, st.st_mode | 0o500)
+            except OSError:
+                pass
+        try:
+            with os.scandir(d) as it:
+                stack.extend(e.path for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            pass
+
+
+def sweep(before: Observation, *, extras: Iterable[str] = (), placeholders: Iterable[str] = ()) -> SweepReport:
+    """After a command: remove what it left in a writable root that is protected and was not there before.
+
+    `extras` are further protected paths (hook directories, included
+    configuration, the runtime's files): one that exists now but did not
+    before (or is another file now) is removed too. `placeholders` are the
+    mount points bwrap may still be holding for a concurrent run. Raises
+    GuardError when something could not be examined or removed.
+    """
+    report = SweepReport()
+    ph = frozenset(os.path.normpath(p) for p in placeholders)
+    for tree in before.trees:
+        if tree.writable and not tree.root_protected:
+            _sweep_tree(tree, ph, report)
+    for path, st0 in before.extras.items():
+        st1 = _lstat(path)
+        if st1 is None or _is_placeholder(path, ph):
+            continue
+        if st0 is None or (st0.st_dev, st0.st_ino) != (st1.st_dev, st1.st_ino):
+            _count(_remove(path), report)
+    if report.failed:
+        raise GuardError("protected entries a command created could not all be removed")
+    return report
+
+
+def _count(ok: bool, report: SweepReport) -> None:
+    if ok:
+        report.removed += 1
+    else:
+        report.failed += 1
+
+
+def _after(tree: TreeState, state: TreeState | None) -> TreeState:
+    """`tree` brought up to date (from `state`, the last round's, when given)."""
+    state = (state or tree).copy()
+    try:
+        _Walker(state).refresh()
+    except GuardError:
+        _open_shut_dirs(tree.root)
+        state = tree.copy()
+        _Walker(state).refresh()
+    return state
+
+
+def _sweep_tree(tree: TreeState, ph: frozenset[str], report: SweepReport) -> None:
+    state: TreeState | None = None
+    for _ in range(MAX_SWEEP_ROUNDS):
+        state = _after(tree, state)
+        doomed = [p for p in _new_or_changed(tree, state) if not _is_placeholder(p, ph)]
+        if not doomed:
+            remember(state)
+            return
+        for p in doomed:
+            _count(_remove(p), report)
+        if report.failed:
+            return
+    raise GuardError("protected entries kept reappearing in a writable root")

@@ -1,0 +1,175 @@
+"""Parsing JSON text and nested values that other people wrote: manifests, rule files, call arguments.
+
+Project rule files and skills come from other people's repositories, so the
+parsers refuse what would let a file say one thing to a reader and another
+to us, or cost us without bound:
+
+- a duplicate key, at any depth (a parser keeps the last one silently, so a
+  second `rules:` or `read:` would replace the first unseen);
+- (YAML, in `manifest/strict_yaml.py`) anchors, aliases and merge keys;
+- nesting deeper than `MAX_DEPTH` containers, checked while descending and
+  before any recursive step can run out of stack.
+
+Errors name the line and the key path, never a value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable, Iterator
+
+MAX_DEPTH = 64
+"""Containers (mappings, sequences, objects, arrays) nested deeper than this are refused."""
+
+KeyPath = tuple[Any, ...]
+LineIndex = dict[KeyPath, int]
+
+
+class StructureError(ValueError):
+    """Text that is refused: `line` is 1-based (0 when unknown), `path` the key path to where it happened."""
+
+    def __init__(self, message: str, *, line: int = 0, path: KeyPath = ()) -> None:
+        self.message = message
+        self.line = line
+        self.path = path
+        super().__init__(message)
+
+
+def key_path_text(path: KeyPath) -> str:
+    """`requires.fs.read`, `rules.1.action`; `(top level)` for the empty path; a long path keeps its first keys."""
+    shown = [str(p) for p in path[:8]] + (["..."] if len(path) > 8 else [])
+    return ".".join(shown) or "(top level)"
+
+
+def line_of(lines: LineIndex, path: KeyPath) -> int:
+    """The line of `path`, else of its nearest ancestor that has one (1 when nothing is known)."""
+    for n in range(len(path), -1, -1):
+        line = lines.get(tuple(path[:n]))
+        if line:
+            return line
+    return 1
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices` to a misspelt `word`, else ``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` (dicts, lists and tuples of anything) nests more than `limit` containers.
+
+    Iterative, and stops at the first container past the limit, so it is safe
+    on any depth and costs at most one visit per container within the limit.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+# Strings (escapes included), punctuation, runs of anything else. Every character of the
+# text belongs to exactly one token, so lines can be counted token by token.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\],:]|\s+|[^\s{}\[\],:"]+', re.S)
+
+
+class _Frame:
+    __slots__ = ("is_object", "path", "seen", "expect_key", "key", "index")
+
+    def __init__(self, is_object: bool, path: KeyPath) -> None:
+        self.is_object = is_object
+        self.path = path
+        self.seen: dict[str, int] = {}
+        self.expect_key = is_object
+        self.key: str | None = None
+        self.index = 0
+
+    def child_path(self) -> KeyPath:
+        if self.is_object:
+            return self.path + (self.key,) if self.key is not None else self.path
+        return self.path + (self.index,)
+
+
+def _tokens(text: str) -> Iterator[tuple[str, int]]:
+    line = 1
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        yield tok, line
+        line += tok.count("\n")
+
+
+def _json_key(token: str) -> str:
+    try:
+        key = json.loads(token)
+    except ValueError:
+        return token  # malformed: json.loads of the whole text reports it
+    return key if isinstance(key, str) else token
+
+
+def _scan_json(text: str, max_depth: int) -> LineIndex:
+    """Depth and duplicate keys checked, and the line of every key path recorded, without recursion."""
+    lines: LineIndex = {}
+    stack: list[_Frame] = []
+    for tok, line in _tokens(text):
+        top = stack[-1] if stack else None
+        if tok in ("{", "["):
+            path = top.child_path() if top is not None else ()
+            lines.setdefault(path, line)
+            if len(stack) >= max_depth:
+                raise StructureError(f"nested more than {max_depth} levels deep", line=line, path=path)
+            stack.append(_Frame(tok == "{", path))
+        elif tok in ("}", "]"):
+            if stack:
+                stack.pop()
+        elif top is None or tok.isspace() or tok == ":":
+            continue
+        elif tok == ",":
+            top.expect_key = top.is_object
+            top.index += 1
+        elif top.is_object and top.expect_key:
+            key = _json_key(tok)
+            if key in top.seen:
+                raise StructureError(f"duplicate key (first at line {top.seen[key]})", line=line, path=top.path + (key,))
+            top.seen[key] = line
+            top.key, top.expect_key = key, False
+            lines[top.path + (key,)] = line
+        else:
+            lines.setdefault(top.child_path(), line)
+    return lines
+
+
+def load_json(text: str, *, max_depth: int = MAX_DEPTH) -> tuple[Any, LineIndex]:
+    """(data, line of each key path); raises StructureError, or json.JSONDecodeError for a syntax error.
+
+    The structure is checked by an iterative scan before the (recursive) decoder runs.
+    """
+    lines = _scan_json(text, max_depth)
+    return json.loads(text), lines
+
+
+def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """`json.loads` that refuses duplicate keys and deep nesting (StructureError); other errors as json.loads raises them.
+
+    `max_depth` above MAX_DEPTH suits a transport that carries call arguments
+    (which the engine then refuses past MAX_DEPTH itself); the decoder's own
+    recursion stays far away either way.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    return load_json(text, max_depth=max_depth)[0]
