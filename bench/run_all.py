@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BENCH_DIR, DEFAULT_RESULTS, machine  # noqa: E402
 
-BENCHMARKS: tuple[str, ...] = ("pipeline", "search", "bash", "guard", "truncation", "cli", "agent", "acp", "batch")
+BENCHMARKS: tuple[str, ...] = ("pipeline", "search", "bash", "guard", "truncation", "cli", "agent", "acp", "mcp", "batch")
 TIMEOUT_S = {"quick": 300, "full": 3600}
 
 

@@ -346,7 +346,8 @@ async def test_bad_requests_get_errors_and_the_connection_stays_up(setup: dict[s
         with pytest.raises(acp.RequestError) as mcp_exc:
             from acp import schema
 
-            await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[schema.McpServerStdio(name="x", command="/bin/true", args=[], env=[])])
+            # MCP over ACP itself is not offered (initialize says acp: false): refused, the connection stays up.
+            await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[schema.AcpMcpServer(type="acp", name="x", server_id="s1")])
         assert "MCP" in json.dumps(mcp_exc.value.data)
         with pytest.raises(acp.RequestError):
             await conn.prompt(session_id="ses_unknown", prompt=[text_block("x")])

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ALL = ROOT / "bench" / "run_all.py"
-EXPECTED = ("pipeline", "search", "bash", "guard", "truncation", "cli", "agent", "acp", "batch")
+EXPECTED = ("pipeline", "search", "bash", "guard", "truncation", "cli", "agent", "acp", "mcp", "batch")
 FIGURE_KEYS = {"figure", "value", "unit", "anchor", "anchor_value", "ratio", "target", "met"}
 
 

@@ -12,6 +12,12 @@ Permission requests come from the engine's asks (`AcpBroker`); the
 awaits its observers in order. A second prompt while one runs is refused.
 Client terminals are never used: commands run in our sandbox, and their
 output streams as terminal `_meta` (clients that opt in) or as text.
+
+MCP servers the client passes in `session/new` and `session/load` (stdio,
+http, sse) run for that session like the manifest's (MCP-11): a server is
+granted what a manifest entry of the same name grants, otherwise nothing (a
+stdio server sees only the system view and has no network; a remote one
+cannot be dialled). MCP over ACP itself (`type: acp`) is not offered.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from .updates import Translator, available_commands, usage_update
 if TYPE_CHECKING:  # the engine and the model layer load after `initialize` has been answered
     from agentcore.agent.loop import AgentLoop
     from agentcore.agent.model import ModelClient
-    from agentcore.api import AskRequest, Choice, Engine, Session
+    from agentcore.api import AskRequest, Choice, Engine, McpServer, Session
 
 _log = logging.getLogger("agentcore.acp")
 VERSION = "0.1.0"
@@ -186,7 +192,7 @@ class AgentcoreAcp:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(image=self.supports_images, audio=False, embedded_context=True),
-                mcp_capabilities=schema.McpCapabilities(http=False, sse=False),
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=True, acp=False),
                 session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities(), close=schema.SessionCloseCapabilities()),
             ),
             agent_info=schema.Implementation(name="agentcore", title="agentcore", version=VERSION),
@@ -273,6 +279,7 @@ class AgentcoreAcp:
     async def set_config_option(self, config_id: str, session_id: str, value: Any, **kwargs: Any) -> Any:
         state = self._state(session_id)
         if config_id == "mode" and value in MODES:
+            await state.engine.ready(state.session)  # the mode's rules cover the session's MCP tools too
             state.mode = value
             self._apply_mode(state)
         elif not (config_id == "model" and value == self.model_name):
@@ -355,9 +362,7 @@ class AgentcoreAcp:
         from agentcore.agent.model import RequestSettings
         from agentcore.api import Engine, ManifestError, load_manifest
 
-        if mcp_servers:
-            raise acp.RequestError.invalid_params({"message": "this agent does not connect to MCP servers from the client yet; "
-                                                                "declare them in the manifest's mcp: block"})
+        servers = [_mcp_server(s) for s in mcp_servers or []]
         if not os.path.isabs(cwd) or not os.path.isdir(cwd):
             raise acp.RequestError.invalid_params({"message": "cwd must be an absolute path to an existing directory"})
         for d in extra or []:
@@ -370,7 +375,7 @@ class AgentcoreAcp:
         sid = session_id or f"ses_{os.urandom(8).hex()}"
         model = await self.model()
         engine = Engine(manifest, broker=AcpBroker(self, sid, self.options.headless))
-        session = engine.open_session(session_id=sid, headless=self.options.headless,
+        session = engine.open_session(session_id=sid, headless=self.options.headless, mcp_servers=servers,
                                       client_files=ClientBuffers(self, sid) if self._client_reads else None)
         config = self.options.model
         loop = AgentLoop(engine, model, max_turn_requests=config.max_turn_requests,
@@ -397,6 +402,20 @@ class AgentcoreAcp:
         # Sent as built, not through the SDK's models: they drop nulls, and a new file's diff
         # must carry `oldText: null`. The tests validate every message against the official schema.
         await self.conn._conn.send_notification(acp.CLIENT_METHODS["session_update"], {"sessionId": state.session.id, "update": update})
+
+
+def _mcp_server(server: Any) -> "McpServer":
+    """An ACP `McpServer` entry as the engine takes it; values stay literal and are never shown."""
+    from agentcore.api import McpServer
+
+    kind = getattr(server, "type", None)
+    if kind in ("http", "sse"):
+        headers = {h.name: h.value for h in server.headers or []}
+        return McpServer(name=server.name, transport=kind, url=server.url, headers=headers)
+    if kind is None and getattr(server, "command", None) is not None:
+        env = {e.name: e.value for e in server.env or []}
+        return McpServer(name=server.name, transport="stdio", command=server.command, args=tuple(server.args or []), env=env)
+    raise acp.RequestError.invalid_params({"message": "only stdio, http and sse MCP servers are supported (mcpCapabilities)"})
 
 
 def _embedded(resource: Any) -> str:

@@ -22,6 +22,12 @@ The defaults: the tool catalogue is the thirteen locked tools plus the
 `agentcore.tools` entry-point plugins (`default_catalog`); the watchdog is
 the default one with the manifest's `watchdog:` settings
 (`default_watchdog`); the broker is headless.
+
+MCP servers (the manifest's `mcp:` block, and `McpServer`s a host passes to
+`open_session`) are wired here too: a session opened by `Engine.open_session`
+starts them and offers their tools; `await engine.ready(session)` waits for
+their listing, `engine.mcp_status(session)` reports on them, and closing the
+session stops them.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from .manifest.compiled import load_manifest as _load_manifest
 from .manifest.compiled import load_project_rules as _load_project_rules
 from .manifest.loader import manifest_spec_from_dict, parse_document, read_manifest_spec
 from .manifest.schema import ManifestSpec
+from .mcp import McpHub, McpServer, plan_servers
 from .pipeline.engine import Engine as _Engine
 from .pipeline.engine import SubagentRunner
 from .pipeline.events import (
@@ -62,7 +69,7 @@ from .pipeline.events import (
     StageDecided,
 )
 from .rules.model import CompiledRule, Rule, compile_rules
-from .session import Session
+from .session import ClientFiles, Session
 from .tools.base import CallContext, Location, Tool, ToolResult
 from .tools.registry import ToolRegistry
 from .vocabulary import ACP_KINDS, LOCKED_IDS, WATCHDOG_CATEGORIES
@@ -95,6 +102,7 @@ __all__ = [
     "Location",
     "ManifestError",
     "ManifestSpec",
+    "McpServer",
     "Observer",
     "OutputChunk",
     "RegistryError",
@@ -234,7 +242,9 @@ def manifest_warnings(manifest: CompiledManifest, *, catalog: ToolRegistry | Non
 
 def load_project_rules(path: str | Path, manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> tuple[CompiledRule, ...]:
     """The rules of a project-rules file (`rules: [...]`), compiled for `manifest`'s variables."""
-    return _load_project_rules(Path(path), manifest.bindings, catalog=catalog or default_catalog())
+    return _load_project_rules(
+        Path(path), manifest.bindings, catalog=catalog or default_catalog(), tool_prefixes=manifest.mcp_tool_prefixes
+    )
 
 
 def compile_rule_list(
@@ -254,6 +264,7 @@ def compile_rule_list(
         manifest.bindings,
         known_tools=(catalog or default_catalog()).ids(),
         known_capabilities=manifest.effective.capabilities,
+        known_tool_prefixes=manifest.mcp_tool_prefixes,
     )
 
 
@@ -277,7 +288,7 @@ class Engine(_Engine):
     - `broker`: headless unless given (`TerminalBroker`, `ScriptedBroker`, or a host's own);
     - `observers`: called with every `Event` of every call (see `add_observer`, `stream`).
 
-    Main methods: `open_session`, `call`, `stream`, `explain`, `tools`.
+    Main methods: `open_session`, `call`, `stream`, `explain`, `tools`, `ready`, `mcp_status`.
     """
 
     def __init__(
@@ -302,3 +313,41 @@ class Engine(_Engine):
             observers=observers,
             subagent_runner=subagent_runner,
         )
+
+    def open_session(
+        self,
+        *,
+        headless: bool | None = None,
+        session_id: str | None = None,
+        parent: Session | None = None,
+        parent_call_id: str | None = None,
+        mcp_servers: Sequence[McpServer] = (),
+        client_files: ClientFiles | None = None,
+    ) -> Session:
+        """A new session; its MCP servers (the manifest's, plus `mcp_servers` from the host) start with it.
+
+        They start at once when called inside a running event loop, else at the
+        session's first call or `ready`; `close()` kills them. `client_files` lets a front end supply
+        the text `read` returns (an editor's unsaved buffer), asked only after the whole pipeline has
+        allowed the call, for the path it allowed.
+        """
+        session = super().open_session(headless=headless, session_id=session_id, parent=parent, parent_call_id=parent_call_id,
+                                       client_files=client_files)
+        if parent is None and (self.manifest.mcp_servers or mcp_servers):
+            hub = McpHub(self.manifest, plan_servers(self.manifest, mcp_servers), environment=self.environment_name,
+                         reserved_ids=self.catalog.ids())
+            session.stores.tool_source = hub
+            session.on_close(hub.close)
+            hub.start_if_running()
+        return session
+
+    async def mcp_status(self, session: Session) -> list[dict[str, Any]]:
+        """Each MCP server of `session` once started: name, transport, state, reason, its tools with kinds.
+
+        Never includes an env or header value (only their names).
+        """
+        source = session.stores.tool_source
+        if not isinstance(source, McpHub):
+            return []
+        await source.ready()
+        return source.status()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentcore.patterns.globtext import glob_escape
 
+import logging
 import os
 import shutil
 import tempfile
@@ -11,7 +12,7 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import anyio
 from wcmatch import glob as wcglob
@@ -34,6 +35,8 @@ class SessionStores:
     discovered_tools: set[str] = field(default_factory=set)
     watchdog_approvals: set[tuple[str, str]] = field(default_factory=set)
     watchdog_rejections: set[tuple[str, str]] = field(default_factory=set)
+    # Tools that exist for this session only (its MCP servers'): a `tools.source.SessionToolSource`.
+    tool_source: Any = None
 
 
 class ClientFiles(Protocol):
@@ -98,6 +101,7 @@ class Session:
         self._session_rule_count = 0
         self._engine: RuleEvaluator | None = None
         self._scopes: set[anyio.CancelScope] = set()
+        self._on_close: list[Callable[[], None]] = []
         self.closed = False
         # The model must be able to read its own sidecars even headless (TRUNC-6).
         self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
@@ -172,13 +176,22 @@ class Session:
     def busy(self) -> bool:
         return bool(self._scopes)
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` when the session closes (after its calls are aborted); e.g. to stop its MCP servers."""
+        self._on_close.append(callback)
+
     def close(self) -> None:
-        """Abort what still runs and remove the working directory (sidecars included)."""
+        """Abort what still runs, run the `on_close` callbacks and remove the working directory (sidecars included)."""
         if self.closed:
             return
         self.abort()
         for child in self.children:
             child.close()
+        for callback in self._on_close:
+            try:
+                callback()
+            except Exception:  # one failing callback must not keep the others (or the cleanup) from running
+                logging.getLogger("agentcore.session").exception("a session close callback failed")
         self._cleanup()
         self.sidecar_budget.close()
         self.closed = True

@@ -305,6 +305,8 @@ class Case:
             feats.add("manifest.text")
         if any(isinstance(m, dict) and "limits" in m for m in self.manifests()):
             feats.add("limits")
+        if any(isinstance(m, dict) and "mcp" in m for m in self.manifests()):
+            feats.add("mcp")
         if "http" in self.setup or any("served" in s for s in self.steps):
             feats.add("fixture.http")
         if any("symlink" in f for f in self.setup.get("files", [])) or any("symlink" in f for s in self.steps for f in s.get("mutate", [])):

@@ -45,6 +45,7 @@ NON_TOOL_FEATURES: tuple[str, ...] = (
     "hardlinks",          # workspaces may contain hard links
     "fixture.http",       # web_fetch reaches the runner's loopback servers (listed by literal address)
     "manifest.text",      # compile accepts the manifest file's exact text (manifest_text)
+    "mcp",                # compile accepts the manifest's `mcp:` block (MCP-1, MCP-4)
 )
 
 

@@ -28,7 +28,7 @@ __all__ = [
 
 # The areas SPEC.md may use, in the order the document introduces them.
 AREAS: tuple[str, ...] = (
-    "TOOL", "LOCK", "REQ", "VAR", "CAP", "PERM", "WDOG", "ASK", "ORDER", "ENV",
+    "TOOL", "MCP", "LOCK", "REQ", "VAR", "CAP", "PERM", "WDOG", "ASK", "ORDER", "ENV",
     "NET", "SHELL", "ENVL", "TRUNC", "FILE", "KIND", "SUB", "QSTN", "SRCH",
     "SKILL", "TSRCH", "TODO",
 )

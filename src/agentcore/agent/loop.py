@@ -230,6 +230,13 @@ class AgentLoop:
 
     # -- the model ---------------------------------------------------------------------------
     async def _request(self, state: _Run) -> ModelTurn | None:
+        # The session's MCP tools are listed before tools are advertised; `cancel` reaches this wait too.
+        state.model_scope = anyio.CancelScope()
+        with state.model_scope:
+            await self.engine.ready(state.session)
+        state.model_scope = None
+        if state.cancelled:
+            return None
         system = system_prompt(self.engine, state.session)
         tools = tool_specs(self.engine.tools(state.session))
 

@@ -34,7 +34,7 @@ def system_prompt(engine: Engine, session: Session) -> str:
         lines += [f"- {s.name}: {s.description}" for s in skills]
     lines += ["", "Tools:"]
     lines += [f"- {t.id} ({t.kind}): {_first_sentence(t.description)}" for t in engine.tools(session)]
-    deferred = [t for t in manifest.deferred if t not in session.stores.discovered_tools]
+    deferred = engine.searchable(session)
     if deferred:
         lines.append(f"- {len(deferred)} more tools are available through `tool_search`.")
     return "\n".join(lines)

@@ -24,15 +24,17 @@ is copied afresh, a workspace used in place is not reset), then fails.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import anyio
 
@@ -40,6 +42,33 @@ from .execute import TaskSpec, execute_task, failure_result, worker_name
 from .local import OnDone, OnStart
 
 MAX_RETRIES = 2
+
+
+async def _daemon_call(fn: Callable[[], Any]) -> Any:
+    """`fn()` on a daemon thread, abandoned on cancel.
+
+    Not an anyio worker thread: those are not daemons, and a `ray.wait` still running when an
+    interrupt shuts Ray down never returns, so the process could not exit.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(value)
+
+    def run() -> None:
+        try:
+            value, error = fn(), None
+        except BaseException as exc:  # handed to the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="agentcore-ray-wait", daemon=True).start()
+    return await future
 
 
 class RayUnavailable(Exception):
@@ -117,8 +146,7 @@ class RayExecutor:
                     spec = queue.pop()
                     pending[remote.remote(spec.to_dict(), self.record)] = (spec, time.time(), time.perf_counter())
                     on_start(spec)
-                ready, _rest = await anyio.to_thread.run_sync(lambda: ray.wait(list(pending), num_returns=1, timeout=1.0),
-                                                              abandon_on_cancel=True)
+                ready, _rest = await _daemon_call(lambda: ray.wait(list(pending), num_returns=1, timeout=1.0))
                 for ref in ready:
                     await self._collect(ray, ref, pending.pop(ref), on_done)
         finally:

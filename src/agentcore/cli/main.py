@@ -1,4 +1,4 @@
-"""`agentcore` console script: manifest, tools, call, explain, demo, run, sessions, replay, acp, conformance.
+"""`agentcore` console script: manifest, tools, call, explain, demo, run, sessions, replay, acp, mcp list, conformance.
 
 Heavy imports (the engine, jsonschema, tree-sitter) happen inside the
 subcommands so `agentcore --help` and usage errors stay fast; nothing here
@@ -301,9 +301,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         return p
 
     from .agent_cmds import add_subcommands as add_agent_commands
+    from .mcp_cmd import add_subcommand as add_mcp_command
 
     add_agent_commands(sub)
     add_acp_command(sub)
+    add_mcp_command(sub)
 
     from .batch_cmd import add_subcommand as add_batch_command
 

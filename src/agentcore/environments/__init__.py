@@ -8,6 +8,7 @@ from .base import (
     OutputSink,
     ProcessOutcome,
     SandboxPolicy,
+    SpawnedProcess,
     redact_command_line,
 )
 
@@ -17,6 +18,7 @@ __all__ = [
     "OutputSink",
     "ProcessOutcome",
     "SandboxPolicy",
+    "SpawnedProcess",
     "get_environment",
     "redact_command_line",
 ]

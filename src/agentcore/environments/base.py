@@ -82,6 +82,42 @@ class OutputSink(Protocol):
         ...
 
 
+class SpawnedProcess(Protocol):
+    """A long-running process started by `Environment.spawn`, in its own process group.
+
+    Implemented by `procgroup.GroupProcess`.
+    """
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def send(self, data: bytes) -> None:
+        """Write all of `data` to stdin (`BrokenPipeError` once the process is gone)."""
+        ...
+
+    async def receive(self, max_bytes: int = ...) -> bytes:
+        """Up to `max_bytes` of stdout; b"" at end of file."""
+        ...
+
+    async def drain_stderr(self) -> None:
+        """Read stderr to its end, keeping a short tail (run it as a task)."""
+        ...
+
+    def stderr_tail(self) -> bytes: ...
+
+    async def wait(self) -> int: ...
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group now (synchronous; a no-op once reaped)."""
+        ...
+
+    async def aclose(self, grace_s: float = ...) -> None:
+        """Close stdin, wait `grace_s`, then SIGTERM and SIGKILL the group; reap it and release what it held."""
+        ...
+
+
 class Environment(abc.ABC):
     name: str
 
@@ -115,6 +151,24 @@ class Environment(abc.ABC):
         pair whose other end a `FilteringProxy.serve_channel` serves. The
         environment takes ownership and closes it whatever happens.
         """
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        channel: socket.socket | None = None,
+    ) -> SpawnedProcess:
+        """Start `argv` under `policy` as a long-running process with stdin/stdout/stderr pipes.
+
+        Unlike `run`, it returns once the process is started; the caller owns
+        it and ends it with `aclose` (or `kill`). The policy is enforced exactly
+        as for `run`, `channel` likewise. An environment that cannot do this
+        refuses (fail closed).
+        """
+        if channel is not None:
+            channel.close()
+        raise EnvironmentUnavailable(f"the {self.name} environment cannot start long-running processes")
 
 
 # Variable names whose values are credentials by convention (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, ...).

@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +55,8 @@ import anyio
 
 from ..protected import PROTECTED_DIRS
 from . import seccomp
-from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy
-from .procgroup import run_process_group
+from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy, SpawnedProcess
+from .procgroup import run_process_group, spawn_process_group
 
 TMP = Path("/tmp")
 _REPLACED = (Path("/dev"), Path("/proc"))  # fresh inside the sandbox; host content never visible
@@ -830,3 +830,46 @@ class BwrapEnvironment(Environment):
             if owned:
                 for fd in handed:
                     os.close(fd)
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        channel: socket.socket | None = None,
+    ) -> SpawnedProcess:
+        """Start `argv` in the sandbox as a long-running process with pipes (see `Environment.spawn`).
+
+        The same command line as `run`; the placeholder lease is held until the
+        process is closed (`aclose` releases it once the sandbox is gone).
+        """
+        handed: list[int] = []
+        channel_fd: int | None = None
+        if channel is not None:
+            fd = channel.detach()
+            if policy.network == "proxy":
+                handed.append(fd)
+                channel_fd = fd
+            else:
+                os.close(fd)
+        stack = AsyncExitStack()
+        try:
+            self_test(bwrap_binary())
+            _validate_env(policy)
+            if policy.network == "proxy" and channel_fd is None:
+                raise EnvironmentUnavailable("network 'proxy' needs the channel to the filtering proxy")
+            fds = await stack.enter_async_context(_placeholder_lease(policy))
+            plan = build_plan(policy)
+            _register(fds, policy, plan.placeholders)
+            handed.append(seccomp.filter_fd())
+            cmd = self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
+        except BaseException:
+            for fd in handed:
+                os.close(fd)
+            await stack.aclose()
+            raise
+        try:
+            return spawn_process_group(cmd, cwd="/", env={}, pass_fds=handed, cleanup=stack.aclose)
+        except BaseException:
+            await stack.aclose()
+            raise

@@ -17,8 +17,8 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 
-from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy
-from .procgroup import run_process_group
+from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy, SpawnedProcess
+from .procgroup import run_process_group, spawn_process_group
 
 
 class NoneEnvironment(Environment):
@@ -45,3 +45,16 @@ class NoneEnvironment(Environment):
             channel.close()  # unconfined: the command has the host's network, not a proxy
         self.verify(policy)
         return await run_process_group(self.command_line(argv, policy), cwd=policy.cwd, env=policy.env, timeout_s=timeout_s, sink=sink)
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        policy: SandboxPolicy,
+        *,
+        channel: socket.socket | None = None,
+    ) -> SpawnedProcess:
+        """Start `argv` unconfined, with exactly `policy.env`, in `policy.cwd` and its own process group."""
+        if channel is not None:
+            channel.close()
+        self.verify(policy)
+        return spawn_process_group(self.command_line(argv, policy), cwd=policy.cwd, env=policy.env)

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..protected import sandbox_protected_paths
 from .base import SandboxPolicy
+from .calltree import linked_inodes, scan
 from .denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 from .gitenv import git_env
 
 if TYPE_CHECKING:
-    from ..manifest.compiled import CompiledManifest
+    from ..manifest.compiled import CompiledManifest, EffectiveCapabilities
 
 # Secret stores masked in every sandbox unless the manifest grants reading them.
 SECRET_HOME_PATHS = (".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker", ".kube", ".npmrc", ".pypirc", ".git-credentials")
@@ -124,4 +125,61 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
         hidden_trees=tuple(_hidden_trees()),
         view="full" if manifest.sandbox_view == "full" else "minimal",
         env=env,
+    )
+
+
+def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") -> SandboxPolicy:
+    """The sandbox of one MCP server's process, derived from that server's grant alone (MCP-5).
+
+    As `policy_for` with `grant` in place of the effective set (write roots,
+    masked secrets, network), plus:
+
+    - always the minimal view (ENV-5), whatever the manifest's `sandbox.view`:
+      the system directories programs need, and nothing of the host besides;
+    - read roots are the grant's `fs.read` bases only (not the workspace), so
+      none of the agent's own files shows unless the grant covers it;
+    - the working directory is the first workspace root when the grant lets it
+      read it, else the first directory the grant lets it write or read, else
+      `/usr` (the minimal view shows nothing else that is sure to exist);
+    - files that wildcard denies name, and nested protected paths, as found
+      now (the walk `bash` makes per call, made once per start).
+    """
+    import dataclasses
+
+    scoped = dataclasses.replace(manifest, effective=grant)
+    base = policy_for(scoped)
+    read_roots = [p.base for p in grant.fs_read if p.base.exists()]
+    ws = manifest.workspace
+    cwd = ws if ws is not None and grant.can_read(os.fspath(ws)) else _server_cwd(grant)
+    read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
+    write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
+    policy = dataclasses.replace(base, cwd=cwd, view="minimal", read_roots=tuple(dict.fromkeys(read_roots)))
+    if base.write_roots or read_denies or linked_inodes(base.read_denied):
+        policy = _with_walk(policy, read_roots, read_denies, write_denies)
+    return policy
+
+
+def _server_cwd(grant: "EffectiveCapabilities") -> Path:
+    for pat in (*grant.fs_write, *grant.fs_read):
+        if pat.base.is_dir():
+            return pat.base
+    return Path("/usr")
+
+
+def _with_walk(policy: SandboxPolicy, read_roots: list[Path], read_denies: Any, write_denies: Any) -> SandboxPolicy:
+    """What the walk finds now, as `bash` folds it in per call: write-denied, nested protected and
+    hard-linked entries read-only, read-denied files hidden, roots too full of links read-only whole."""
+    import dataclasses
+
+    found = scan(policy.write_roots, read_roots, read_denies, write_denies,
+                 denied_paths=policy.read_denied, protected_paths=policy.protected)
+    frozen = [*found.frozen, *(r for r in policy.write_roots if linked_inodes([r]))]
+    if frozen:
+        policy = dataclasses.replace(policy, write_roots=tuple(r for r in policy.write_roots if r not in frozen),
+                                     read_roots=(*policy.read_roots, *frozen))
+    kept = [*policy.protected, *found.protected, *found.linked]
+    return dataclasses.replace(
+        policy,
+        protected=tuple(dict.fromkeys(kept)),
+        read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])),
     )

@@ -272,3 +272,175 @@ async def run_process_group(
         os.close(fd)
         child.close()
     return _outcome(child.returncode, timed_out=timed_out, capped=state.capped)
+
+
+# -- long-running processes with pipes (MCP stdio servers) ----------------------------------------
+
+STDERR_TAIL = 8192  # bytes of a spawned process's stderr kept for diagnostics (never shown to the model)
+
+
+class GroupProcess:
+    """A spawned process group leader with its own stdin, stdout and stderr pipes (see `spawn_process_group`).
+
+    `send`/`receive` move bytes; `kill` is synchronous and safe at any time
+    (the group is signalled only while the leader is unreaped, so its id
+    cannot have been recycled); `aclose` ends it politely: stdin closed, a
+    grace period, SIGTERM to the group, SIGKILL, reaped.
+    """
+
+    def __init__(self, child: Child, stdin_fd: int, stdout_fd: int, stderr_fd: int,
+                 cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
+        self._child = child
+        self.pid = child.pid
+        self._stdin: int | None = stdin_fd
+        self._stdout: int | None = stdout_fd
+        self._stderr: int | None = stderr_fd
+        self._cleanup = cleanup
+        self._tail = bytearray()
+        self._closed = False
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once reaped (negative: killed by that signal), else None."""
+        return self._child.proc.poll()
+
+    async def send(self, data: bytes) -> None:
+        """Write all of `data` to the process's stdin; `BrokenPipeError` when it is gone."""
+        view = memoryview(data)
+        while view:
+            fd = self._stdin
+            if fd is None:
+                raise BrokenPipeError("stdin is closed")
+            try:
+                n = os.write(fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            view = view[n:]
+
+    async def receive(self, max_bytes: int = CHUNK) -> bytes:
+        """Up to `max_bytes` of stdout; b"" at EOF (or once closed)."""
+        while True:
+            fd = self._stdout
+            if fd is None:
+                return b""
+            try:
+                return os.read(fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+
+    async def drain_stderr(self) -> None:
+        """Read stderr until EOF, keeping only its last `STDERR_TAIL` bytes (run as a task)."""
+        fd = self._stderr
+        if fd is None:
+            return
+
+        async def keep(chunk: bytes) -> None:
+            self._tail += chunk
+            del self._tail[:-STDERR_TAIL]
+
+        try:
+            await read_fd(fd, keep, 65536)
+        except OSError:
+            pass
+
+    def stderr_tail(self) -> bytes:
+        return bytes(self._tail)
+
+    async def wait(self) -> int:
+        """Wait for the leader to exit (reaping it)."""
+        return await self._child.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the whole group now, if the leader is not yet reaped (synchronous)."""
+        if self._child.returncode is None and self._child.proc.returncode is None:
+            _killpg(self.pid, signal.SIGKILL)
+
+    def _close_fd(self, name: str) -> None:
+        fd = getattr(self, name)
+        if fd is not None:
+            setattr(self, name, None)
+            anyio.notify_closing(fd)
+            os.close(fd)
+
+    async def aclose(self, grace_s: float = 2.0) -> None:
+        """Close stdin, give the process `grace_s` to exit, then SIGTERM and SIGKILL its group; reap; release."""
+        if self._closed:
+            return
+        with anyio.CancelScope(shield=True):
+            self._close_fd("_stdin")
+            if self._child.returncode is None:
+                with anyio.move_on_after(grace_s):
+                    await self._child.wait()
+            if self._child.returncode is None:
+                _killpg(self.pid, signal.SIGTERM)
+                with anyio.move_on_after(TERM_GRACE_S):
+                    await self._child.wait()
+            # Members that ignored SIGTERM, or outlived the leader, go too.
+            _killpg(self.pid, signal.SIGKILL)
+            await self._child.wait()
+            self._closed = True
+            self._close_fd("_stdout")
+            self._close_fd("_stderr")
+            self._child.close()
+            if self._cleanup is not None:
+                cleanup, self._cleanup = self._cleanup, None
+                await cleanup()
+
+
+def spawn_process_group(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    pass_fds: Sequence[int] = (),
+    cleanup: Callable[[], Awaitable[None]] | None = None,
+) -> GroupProcess:
+    """Start `argv` in its own session with stdin, stdout and stderr pipes; returns at once.
+
+    `pass_fds` are handed over like `run_process_group`'s (closed here once the
+    child has them). `cleanup` runs after the process has been reaped by `aclose`.
+    """
+    if not argv:
+        for passed in pass_fds:
+            os.close(passed)
+        raise ValueError("empty argv")
+    ours: list[int] = []
+    theirs: list[int] = []
+    try:
+        for _ in range(3):
+            r, w = os.pipe2(os.O_CLOEXEC)
+            ours.append(r)
+            theirs.append(w)
+        # stdin: the child reads r0, we write w0.
+        stdin_r, stdin_w = ours[0], theirs[0]
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=stdin_r,
+            stdout=theirs[1],
+            stderr=theirs[2],
+            cwd=os.fspath(cwd),
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+        )
+    except BaseException:
+        for fd in ours + theirs:
+            os.close(fd)
+        raise
+    finally:
+        for passed in pass_fds:
+            os.close(passed)
+    os.close(stdin_r)
+    os.close(theirs[1])
+    os.close(theirs[2])
+    for fd in (stdin_w, ours[1], ours[2]):
+        os.set_blocking(fd, False)
+    try:
+        child = Child(proc)
+    except BaseException:
+        _killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return GroupProcess(child, stdin_w, ours[1], ours[2], cleanup)

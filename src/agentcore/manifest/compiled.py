@@ -18,7 +18,7 @@ from ..textdata import LineIndex, did_you_mean, key_path_text, line_of
 from ..vocabulary import LOCKED_IDS, WATCHDOG_CATEGORIES, unknown_categories
 from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec
-from .schema import ManifestSpec, RequiresSpec
+from .schema import ManifestSpec, McpServerSpec, RequiresSpec
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern
@@ -53,6 +53,19 @@ class EffectiveCapabilities:
 
 
 @dataclass(frozen=True)
+class CompiledMcpServer:
+    """An MCP server the manifest declares: its spec and what its process may touch (MCP-4).
+
+    `grant` holds exactly the server's own `requires`, compiled; the same
+    entries are part of the agent's effective set (origin `mcp server NAME`).
+    """
+
+    name: str
+    spec: McpServerSpec
+    grant: EffectiveCapabilities
+
+
+@dataclass(frozen=True)
 class CompiledManifest:
     name: str
     spec: ManifestSpec
@@ -68,6 +81,12 @@ class CompiledManifest:
     protected_files: tuple[Path, ...]
     deferred: tuple[str, ...] = ()
     sandbox_view: str = "minimal"  # ENV-5: "full" shows the whole root read-only
+    mcp_servers: dict[str, CompiledMcpServer] = field(default_factory=dict)
+
+    @property
+    def mcp_tool_prefixes(self) -> tuple[str, ...]:
+        """`<server>__` for every declared MCP server: rule permissions may name its tools before they are listed."""
+        return tuple(f"{name}__" for name in self.mcp_servers)
 
     @property
     def workspace(self) -> Path | None:
@@ -212,15 +231,27 @@ def _tool_locator(tool_id: str) -> Locate:
     return lambda *key: f"tool {tool_id}: {key_path_text(key)}"
 
 
-def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, at: Locate) -> EffectiveCapabilities:
-    """The union of the manifest's and every enabled tool's requirements (CAP-1)."""
+def _server_locator(at: Locate, name: str) -> Locate:
+    return lambda *key: at("mcp", name, *key)
+
+
+def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, at: Locate) -> tuple[EffectiveCapabilities, dict[str, CompiledMcpServer]]:
+    """The union of the manifest's, every enabled tool's and every MCP server's requirements (CAP-1, MCP-4)."""
     parts = [("manifest", _compile_requires(spec.requires, bindings, at))]
     # Deferred tools count toward the effective set from the start, so finding
     # one with tool_search never widens the sandbox (TSRCH-4).
     for tool_id in [*spec.tools, *spec.deferred_tools]:
         tool_req = catalog.get(tool_id).requirements(spec)
         parts.append((tool_id, _compile_requires(tool_req, bindings, _tool_locator(tool_id))))
+    servers: dict[str, CompiledMcpServer] = {}
+    for name, server in spec.mcp.items():
+        part = (f"mcp server {name}", _compile_requires(server.requires, bindings, _server_locator(at, name)))
+        parts.append(part)
+        servers[name] = CompiledMcpServer(name=name, spec=server, grant=_union([part]))
+    return _union(parts), servers
 
+
+def _union(parts: list[tuple[str, dict[str, list[Any]]]]) -> EffectiveCapabilities:
     def union(key: str, ident: Any) -> tuple[Any, ...]:
         return _dedupe((item for _, p in parts for item in p[key]), ident)
 
@@ -237,6 +268,13 @@ def _effective(spec: ManifestSpec, catalog: ToolCatalog, bindings: Bindings, at:
         capabilities=frozenset(c for _, p in parts for c in p["capabilities"]),
         origins=origins,
     )
+
+
+def _check_mcp(spec: ManifestSpec, at: Locate) -> None:
+    for name, server in spec.mcp.items():
+        if server.defer is True and "tool_search" not in spec.tools:
+            raise CompileError("defer: true keeps the tools behind tool_search, which is not enabled in tools",
+                               location=at("mcp", name, "defer"))
 
 
 def _check_watchdog(spec: ManifestSpec, at: Locate) -> None:
@@ -275,7 +313,7 @@ def compile_manifest(
     at = locator(spec, str(source) if source else spec.name)
     bindings = _bindings(spec, workspace, source, at, ad_hoc, user_data)
     _check_tools(spec, catalog, at)
-    effective = _effective(spec, catalog, bindings, at)
+    effective, mcp_servers = _effective(spec, catalog, bindings, at)
     rules = [
         Rule(r.permission, r.pattern, r.action, scope="manifest", index=i, origin=at("rules", i))
         for i, r in enumerate(spec.rules)
@@ -283,8 +321,10 @@ def compile_manifest(
     compiled_rules = compile_rules(
         rules, bindings, known_tools=_names(catalog), known_capabilities=effective.capabilities,
         locate=lambda rule, key: at("rules", rule.index, key),
+        known_tool_prefixes=tuple(f"{name}__" for name in mcp_servers),
     )
     _check_watchdog(spec, at)
+    _check_mcp(spec, at)
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
     return CompiledManifest(
@@ -302,6 +342,7 @@ def compile_manifest(
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
         sandbox_view=spec.sandbox.view,
+        mcp_servers=mcp_servers,
     )
 
 
@@ -311,8 +352,10 @@ def load_manifest(path: Path, *, workspace: Path | None, catalog: ToolCatalog, *
     return compile_manifest(spec, workspace=workspace, catalog=catalog, source=Path(os.path.realpath(path)), **kwargs)
 
 
-def load_project_rules(path: Path, bindings: Bindings, *, catalog: ToolCatalog) -> tuple[CompiledRule, ...]:
-    """The rules of a project-rules file, compiled in the `project` scope."""
+def load_project_rules(
+    path: Path, bindings: Bindings, *, catalog: ToolCatalog, tool_prefixes: Sequence[str] = ()
+) -> tuple[CompiledRule, ...]:
+    """The rules of a project-rules file, compiled in the `project` scope (`tool_prefixes`: the MCP servers' `<server>__`)."""
     spec = read_rules_spec(Path(path))
     lines: LineIndex = getattr(spec, "_lines", None) or {}
 
@@ -323,4 +366,5 @@ def load_project_rules(path: Path, bindings: Bindings, *, catalog: ToolCatalog) 
         Rule(r.permission, r.pattern, r.action, scope="project", index=i, origin=at("rules", i))
         for i, r in enumerate(spec.rules)
     ]
-    return compile_rules(rules, bindings, known_tools=_names(catalog), locate=lambda rule, key: at("rules", rule.index, key))
+    return compile_rules(rules, bindings, known_tools=_names(catalog), locate=lambda rule, key: at("rules", rule.index, key),
+                         known_tool_prefixes=tool_prefixes)

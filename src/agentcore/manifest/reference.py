@@ -41,7 +41,7 @@ no value matches nothing: it fails closed.
 def reference_markdown() -> str:
     """The whole page."""
     parts = [INTRO, "## A manifest using every section\n", "```yaml\n" + example_yaml() + "```\n"]
-    parts += _sections(ManifestSpec, ())
+    parts += _sections(ManifestSpec, (), {})
     parts.append(_rules_file())
     return "\n".join(parts)
 
@@ -74,8 +74,11 @@ def _example(model: type[BaseModel]) -> dict[str, Any]:
     return out
 
 
-def _sections(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
+def _sections(model: type[BaseModel], path: tuple[str, ...], seen: dict[type[BaseModel], str]) -> list[str]:
     title = ".".join(path) or "top level"
+    if model in seen:  # a model used in two places (requires) is written out once
+        return [f"## `{title}`\n\nThe same keys as [`{seen[model]}`](#{_anchor(seen[model])}).\n"]
+    seen[model] = title
     lines = [f"## `{title}`\n" if path else "## Top-level keys\n"]
     if model.__doc__ and path:
         lines.append(" ".join(model.__doc__.split()) + "\n")
@@ -87,16 +90,22 @@ def _sections(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
                      f"{_cell(field.description or '')} | {_examples(field)} |")
         sub = _model_of(field.annotation)
         if sub is not None and _documented(sub):
-            nested.append((sub, (*path, name + ("[]" if get_origin(field.annotation) is list else ""))))
+            suffix = {list: "[]", dict: ".<name>"}.get(get_origin(field.annotation), "")  # type: ignore[call-overload]
+            nested.append((sub, (*path, name + suffix)))
     out = ["\n".join(lines) + "\n"]
     for sub, sub_path in nested:
-        out += _sections(sub, sub_path)
+        out += _sections(sub, sub_path, seen)
     return out
 
 
+def _anchor(title: str) -> str:
+    """The anchor GitHub makes for a `## `title`` heading."""
+    return "".join(c for c in title.lower() if c.isalnum() or c in "-_ ").replace(" ", "-")
+
+
 def _documented(model: type[BaseModel]) -> bool:
-    # The argument-pattern forms are described where they are used (requires.shell[].args).
-    return model.__name__ not in ("WildcardArg", "PrefixArg")
+    # Small value forms are described where they are used (requires.shell[].args, mcp.<name>.env).
+    return model.__name__ not in ("WildcardArg", "PrefixArg", "FromEnv")
 
 
 def _rules_file() -> str:
@@ -118,7 +127,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
         return annotation
     for arg in get_args(annotation):
         found = _model_of(arg)
-        if found is not None and get_origin(annotation) in (list, Union, types.UnionType, None):
+        if found is not None and get_origin(annotation) in (list, dict, Union, types.UnionType, None):
             return found
     return None
 

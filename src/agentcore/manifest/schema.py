@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -219,6 +220,89 @@ class ModelSpec(_Strict):
                                        description="The model's context window in tokens, for editors that show how full it is.")
 
 
+# An MCP server's name: its tools become `<name>__<tool>` (MCP-2). No `__` inside and no
+# `_` at either end, so the server part of an id is unambiguous.
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
+MCP_SERVER_NAME_MAX = 32
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+class FromEnv(_Strict):
+    """A value read from the host's environment when the server starts; never written anywhere."""
+
+    from_env: str = Field(description="The name of the environment variable that holds the value.", examples=["GITHUB_TOKEN"])
+
+    @field_validator("from_env")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _ENV_NAME.fullmatch(v):
+            raise ValueError("from_env names an environment variable ([A-Za-z_][A-Za-z0-9_]*)")
+        return v
+
+
+SecretValue = Union[FromEnv, str]  # FromEnv first: a bad {from_env} reports its own error
+
+
+def _check_value(v: SecretValue) -> None:
+    if isinstance(v, str) and any(c in v for c in "\0\r\n"):
+        raise ValueError("a value may not contain NUL, CR or LF")
+
+
+class McpServerSpec(_Strict):
+    """One MCP server (MCP-1): a stdio command, or a streamable HTTP / SSE url."""
+
+    command: str | None = Field(default=None, min_length=1, description="A stdio server: the program to run (in the sandbox).",
+                                examples=["npx"])
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, SecretValue] = Field(
+        default_factory=dict,
+        description="Its environment (the sandbox starts from an empty one): literal values or `{from_env: VAR}`.",
+        examples=[{"GITHUB_TOKEN": {"from_env": "GITHUB_TOKEN"}}],
+    )
+    url: str | None = Field(default=None, min_length=1, description="A remote server: its URL; the host must be in this server's `requires.net.hosts`.",
+                            examples=["https://mcp.example.com/mcp"])
+    transport: Literal["stdio", "http", "sse"] | None = Field(
+        default=None, description="`stdio` for a command; for a url `http` (streamable HTTP, the default) or `sse`.")
+    headers: dict[str, SecretValue] = Field(default_factory=dict, description="HTTP headers for a remote server, literal or `{from_env: VAR}`.")
+    requires: RequiresSpec = Field(
+        default_factory=RequiresSpec,
+        description="What the server's process may touch (its sandbox) or, for a remote server, reach; it counts in the "
+        "effective set, and nothing else of the agent's grants reaches the server.",
+    )
+    defer: bool | None = Field(
+        default=None,
+        description="Keep its tools behind `tool_search` (`true`), never (`false`), or when the agent has more than 20 "
+        "tools (omitted).",
+    )
+    timeout_s: float = Field(default=60.0, gt=0, le=3600, description="Seconds one call may take.")
+    startup_timeout_s: float = Field(default=30.0, gt=0, le=600, description="Seconds the server may take to start and list its tools.")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "McpServerSpec":
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server has exactly one of command (stdio) or url (http, sse)")
+        if self.command is not None and self.transport not in (None, "stdio"):
+            raise ValueError("a server with a command uses the stdio transport")
+        if self.url is not None and self.transport == "stdio":
+            raise ValueError("a server with a url uses the http or sse transport")
+        if self.command is None and (self.args or self.env):
+            raise ValueError("args and env belong to a stdio server (command)")
+        if self.url is None and self.headers:
+            raise ValueError("headers belong to a remote server (url)")
+        if any(c in arg for arg in [self.command or "", *self.args] for c in "\0"):
+            raise ValueError("command and args may not contain NUL")
+        for name, value in self.env.items():
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError("env names are [A-Za-z_][A-Za-z0-9_]*")
+            _check_value(value)
+        for name, value in self.headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError("a header name is not an HTTP token")
+            _check_value(value)
+        return self
+
+
 class ManifestSpec(_Strict):
     """An agent: its tools, what they may touch, the rules, and how it runs."""
 
@@ -263,6 +347,24 @@ class ManifestSpec(_Strict):
     skills: SkillsSpec = Field(default_factory=SkillsSpec, description="Where skills are found.")
     web_search: WebSearchSpec = Field(default_factory=WebSearchSpec, description="Search providers for `web_search`.")
     model: ModelSpec = Field(default_factory=ModelSpec, description="The model that drives the agent.")
+    mcp: dict[str, McpServerSpec] = Field(
+        default_factory=dict,
+        description="MCP servers whose tools the agent may call, by name; a server's tools are named "
+        "`<server>__<tool>`. A stdio server runs in its own sandbox with only its own `requires`.",
+        examples=[{"files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"],
+                             "requires": {"fs": {"read": ["/srv/docs/**"]}}}}],
+    )
+
+    @field_validator("mcp")
+    @classmethod
+    def _server_names(cls, v: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
+        for name in v:
+            if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"MCP server name {name!r} must be 1-{MCP_SERVER_NAME_MAX} letters and digits, "
+                    "single '-' or '_' between them"
+                )
+        return v
 
 
 class RulesFileSpec(_Strict):

@@ -46,6 +46,7 @@ from .schema import validate_args
 
 if TYPE_CHECKING:
     from ..environments.base import Environment, SandboxPolicy
+    from ..tools.source import SessionTool
 
 _log = logging.getLogger("agentcore.events")
 
@@ -189,12 +190,43 @@ class Engine:
         ):
             if self.catalog.has(tool_id):
                 return self.catalog.get(tool_id)
+            return None
+        entry = _session_tool(session, tool_id)
+        if entry is not None and (not entry.deferred or tool_id in session.stores.discovered_tools):
+            return entry.tool
         return None
 
     def tools(self, session: Session) -> list[Tool]:
-        """Every tool the agent may call in `session` now, in manifest order (discovered tools last)."""
+        """Every tool the agent may call in `session` now, in manifest order (discovered tools last, then session tools)."""
         ids = [*self.manifest.tools, *(t for t in self.manifest.deferred if t in session.stores.discovered_tools)]
-        return [t for t in (self.tool(session, i) for i in ids) if t is not None]
+        out = [t for t in (self.tool(session, i) for i in ids) if t is not None]
+        source = session.stores.tool_source
+        if source is not None:
+            found = session.stores.discovered_tools
+            out += [e.tool for e in source.entries() if not e.deferred or e.tool.id in found]
+        return out
+
+    def searchable(self, session: Session) -> list[str]:
+        """Ids of the deferred tools `tool_search` can still wire in for `session` (not yet discovered)."""
+        found = session.stores.discovered_tools
+        out = [t for t in self.manifest.deferred if t not in found]
+        source = session.stores.tool_source
+        if source is not None:
+            out += [e.tool.id for e in source.entries() if e.deferred and e.tool.id not in found]
+        return out
+
+    async def ready(self, session: Session) -> None:
+        """Wait until the session's own tools (its MCP servers') are listed; hosts call it before advertising tools."""
+        source = session.stores.tool_source
+        if source is not None:
+            await source.ready()
+
+    def _validator(self, session: Session, tool_id: str) -> Any:
+        if tool_id in self.manifest.tools or tool_id in self.manifest.deferred:
+            return self.catalog.validator(tool_id)
+        entry = _session_tool(session, tool_id)
+        assert entry is not None  # lookup found the tool
+        return entry.validator
 
     # -- environment --------------------------------------------------------------
     def environment(self) -> tuple["Environment", "SandboxPolicy"]:
@@ -336,13 +368,15 @@ class Engine:
         return await self._execute(c)
 
     async def _stage_lookup(self, c: _Call) -> Envelope | None:
+        if c.session.stores.tool_source is not None:
+            await c.session.stores.tool_source.ready()  # the session's MCP tools are listed (bounded by their start timeouts)
         c.tool = self.tool(c.session, c.tool_id)
         if c.tool is None:
             c.trace.add("schema", "deny", code="unknown_tool")
             if c.observers:
                 await self._emit(c, CallStarted(**c.event_ids(), tool=c.tool_id, kind="other", title=c.tool_id, raw_input=c.args))
             return await self._deny(c, "schema", "unknown_tool", "this tool is not enabled for the agent")
-        c.schema_problem = validate_args(self.catalog.validator(c.tool_id), c.args)
+        c.schema_problem = validate_args(self._validator(c.session, c.tool_id), c.args)
         if c.observers:
             await self._emit(c, self._started(c))
         if c.session.closed:
@@ -622,6 +656,11 @@ class Engine:
                     await result
             except Exception:  # an observer never changes what a call does
                 _log.exception("event observer failed on %s", event.type)
+
+
+def _session_tool(session: Session, tool_id: str) -> "SessionTool | None":
+    source = session.stores.tool_source
+    return source.lookup(tool_id) if source is not None else None
 
 
 def _inherit_rules(parent: Session, child: Session) -> None:

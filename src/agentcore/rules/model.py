@@ -161,6 +161,16 @@ def _perm_rank(permission: str) -> int:
     return 2
 
 
+_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _prefixed(permission: str, prefixes: tuple[str, ...]) -> bool:
+    """A well-formed tool id with more after one of `prefixes` (an MCP server's tools)."""
+    return bool(_TOOL_ID.fullmatch(permission)) and any(
+        permission.startswith(p) and len(permission) > len(p) for p in prefixes
+    )
+
+
 def compile_rules(
     rules: Iterable[Rule],
     bindings: Bindings,
@@ -168,20 +178,24 @@ def compile_rules(
     known_tools: Container[str] = (),
     known_capabilities: Iterable[str] = (),
     locate: Callable[[Rule, str], str] | None = None,
+    known_tool_prefixes: Iterable[str] = (),
 ) -> tuple[CompiledRule, ...]:
     """Expand variables and validate patterns against the kinds they will meet.
 
     `locate(rule, key)` says where a rule's key was written ("file:line: rules.0.pattern"),
-    for errors; without it errors name the rule's origin.
+    for errors; without it errors name the rule's origin. `known_tool_prefixes`
+    (`<server>__` of each MCP server) admit tool ids whose tools are only listed
+    when the server runs.
     """
     anchor = bindings.workspace
     tools = known_tools  # a catalogue answers `in` without loading every plugin
+    prefixes = tuple(known_tool_prefixes)
     caps = set(known_capabilities) | set(CAPABILITY_KINDS)
     out: list[CompiledRule] = []
     for rule in rules:
         where = rule.origin or f"{rule.scope} rule #{rule.index + 1}"
         perm = rule.permission
-        if perm != "*" and perm not in caps and tools and perm not in tools:
+        if perm != "*" and perm not in caps and tools and perm not in tools and not _prefixed(perm, prefixes):
             hint = did_you_mean(perm, [*tools, *caps, "*"])  # type: ignore[misc]
             raise CompileError(
                 f"permission {perm!r} is neither a known tool, a capability nor '*'{hint}",

@@ -1,7 +1,7 @@
-"""`tool_search`: find extension tools by query and wire them into the session (MCP).
+"""`tool_search`: find extension tools by query and wire them into the session (TSRCH).
 
-The catalogue is every registered tool that is neither locked nor already
-listed in the manifest's `tools`. Ranking is Okapi BM25 (k1 = 1.2,
+The catalogue is every tool the manifest lists under `deferred_tools`, plus
+the session's deferred MCP tools (TSRCH-6). Ranking is Okapi BM25 (k1 = 1.2,
 b = 0.75) over the tool id and description; ties are broken by id, so the
 order is deterministic. Found tools are added to the session's discovered
 set, which makes them callable for the rest of the session. A discovered
@@ -77,6 +77,9 @@ class ToolSearchTool(Tool):
     async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
         limit = int(args.get("max_results", DEFAULT_MAX_RESULTS))
         found = catalogue(runtime.registry.tools(), runtime.manifest.deferred)
+        source = runtime.session.stores.tool_source
+        if source is not None:  # the session's deferred MCP tools (TSRCH-6)
+            found.update({e.tool.id: e.tool for e in source.entries() if e.deferred and e.tool.id not in found})
         # Tokenising splits ids into words ("repo_clone" -> repo, clone).
         docs = [(tid, f"{tid} {t.description}") for tid, t in found.items()]
         ranked = bm25_rank(args["query"], docs)[:limit]

@@ -406,6 +406,17 @@ class LenientCompile(AgentcoreHarness):
         return reply
 
 
+class McpRequiresIgnored(AgentcoreHarness):
+    """The `requires` of MCP servers are left out of the effective set (MCP-4, CAP-1)."""
+
+    def prepare_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        servers = manifest.get("mcp")
+        if not isinstance(servers, dict):
+            return manifest
+        stripped = {k: {kk: vv for kk, vv in v.items() if kk != "requires"} if isinstance(v, dict) else v for k, v in servers.items()}
+        return {**manifest, "mcp": stripped}
+
+
 def _is_registered(tool: str) -> bool:
     from agentcore.api import default_catalog
 
@@ -753,6 +764,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "writes-protected": WritesProtected,
     "tools-grant-scope": ToolsGrantScope,
     "lenient-compile": LenientCompile,
+    "mcp-requires-ignored": McpRequiresIgnored,
     "all-tools-enabled": AllToolsEnabled,
     "sloppy-windows": SloppyWindows,
     "normalises-text": NormalisesText,

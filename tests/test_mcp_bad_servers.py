@@ -1,0 +1,218 @@
+"""Servers that misbehave never take the session down: each gets a clear error, the rest keeps working.
+
+`mcp_servers/bad_server.py` speaks raw JSON-RPC, so it can send what no SDK
+would: colliding or invalid names, giant or cyclic schemas, garbage on
+stdout, oversized messages, malformed results. Sandboxed by bwrap like any
+stdio server.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentcore.api import Engine, compile_manifest
+from mcp_support import BAD, manifest, require_bwrap, server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+
+OBJ = {"type": "object", "properties": {"x": {"type": "string"}}}
+
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    require_bwrap()
+
+
+def tool(name: str, schema: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "description": f"the {name} tool", "inputSchema": OBJ if schema is None else schema, **extra}
+
+
+def bad_engine(tmp_path: Path, tools: list[dict[str, Any]], calls: dict[str, str] | None = None, *, others: dict[str, Any] | None = None,
+               later: list[dict[str, Any]] | None = None, **entry: Any) -> Engine:
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"tools": tools, "calls": calls or {}, "later": later or []}))
+    mcp = {"bad": server(BAD, str(config), read=[str(config)], **entry), **(others or {})}
+    return Engine(compile_manifest(manifest(mcp), workspace=tmp_path))
+
+
+async def status_of(engine: Engine, session: Any, name: str = "bad") -> dict[str, Any]:
+    return next(s for s in await engine.mcp_status(session) if s["name"] == name)
+
+
+def cyclic() -> dict[str, Any]:
+    return {"type": "object", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"properties": {"y": {"$ref": "#/$defs/a"}}}},
+            "properties": {"x": {"$ref": "#/$defs/a"}}}
+
+
+def deep(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        node = {"type": "object", "properties": {"n": node}}
+    return node
+
+
+async def test_bad_listings_make_only_the_bad_tools_unavailable_with_the_reason(tmp_path: Path) -> None:
+    giant = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "d" * 100} for i in range(1000)}}
+    tools = [
+        tool("fine"),
+        tool("twice"), tool("twice"),
+        tool("has.dot"), tool("has space"), tool("x" * 70),
+        tool("giant", giant), tool("cyclic", cyclic()), tool("self_ref", {"type": "object", "properties": {"me": {"$ref": "#"}}}),
+        tool("deep", deep(40)), tool("remote_ref", {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}),
+        tool("not_a_schema", {"type": "object", "properties": {"x": {"type": 42}}}),
+        tool("dangling", {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}),
+        tool("draft7", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                        "definitions": {"s": {"type": "string"}}, "properties": {"x": {"$ref": "#/definitions/s"}}, "required": ["x"]}),
+        tool("no_description", description=""),
+    ]
+    engine = bad_engine(tmp_path, tools)
+    with engine.open_session() as session:
+        status = await status_of(engine, session)
+        assert status["state"] == "ready"
+        assert sorted(t["id"] for t in status["tools"]) == ["bad__draft7", "bad__fine", "bad__no_description"]
+        reasons = {u["tool"]: u["reason"] for u in status["unavailable_tools"]}
+        assert reasons["twice"] == "the server lists this name more than once"
+        assert "characters other than" in reasons["has.dot"] and "characters other than" in reasons["has space"]
+        assert "longer than 64" in reasons["x" * 70]
+        assert "bytes; at most" in reasons["giant"]
+        assert reasons["cyclic"] == reasons["self_ref"] == "the input schema's references form a cycle"
+        assert "nests deeper than" in reasons["deep"]
+        assert "outside the document" in reasons["remote_ref"]
+        assert "not a valid schema" in reasons["not_a_schema"]
+        assert "reference to nothing" in reasons["dangling"]
+        # The working tools work, with their own schema dialect enforced.
+        ok = (await engine.call(session, "bad__fine", {"x": "1"})).to_dict()
+        assert ok["data"]["content"] == 'ok: {"x": "1"}'
+        refused = (await engine.call(session, "bad__draft7", {"x": 5})).to_dict()
+        assert refused["metadata"]["refusal"]["code"] == "invalid_arguments"
+        described = next(t for t in engine.tools(session) if t.id == "bad__no_description")
+        assert "gives no description" in described.description
+        for name in ("twice", "cyclic", "giant"):
+            env = (await engine.call(session, f"bad__{name}", {})).to_dict()
+            assert env["metadata"]["error_code"] == "unknown_tool"
+
+
+async def test_a_servers_regexes_cannot_hang_the_engine(tmp_path: Path) -> None:
+    evil = "^(a+)+$"  # catastrophic backtracking on "aaaa…b"
+    tools = [tool("re", {"type": "object", "properties": {"x": {"type": "string", "pattern": evil}}, "required": ["x"],
+                         "additionalProperties": False}),
+             tool("keys", {"type": "object", "patternProperties": {evil: {"type": "string"}}, "additionalProperties": False})]
+    engine = bad_engine(tmp_path, tools)
+    with engine.open_session() as session:
+        await engine.ready(session)
+        with anyio.fail_after(20):  # evaluating the regex on this input would take longer than the age of the universe
+            env = (await engine.call(session, "bad__re", {"x": "a" * 64 + "b"})).to_dict()
+            keys = (await engine.call(session, "bad__keys", {"a" * 64 + "b": "v"})).to_dict()
+        assert env["data"]["content"].startswith('ok: {"x": "aaaa')  # the server applies its own regexes
+        assert keys["type"] == "output"
+        # The rest of the schema still holds.
+        assert (await engine.call(session, "bad__re", {"x": "a", "y": 1})).to_dict()["metadata"]["error_code"] == "invalid_arguments"
+
+
+async def test_a_listing_that_is_not_valid_mcp_makes_the_server_unavailable(tmp_path: Path) -> None:
+    engine = bad_engine(tmp_path, [tool("fine"), tool("array_top", {"type": "array"})], others={"good": server()})
+    with engine.open_session() as session:
+        status = await status_of(engine, session)
+        assert status["state"] == "failed" and status["reason"] == "answered initialize or tools/list with something that is not valid MCP"
+        assert (await engine.call(session, "good__echo", {"text": "ok"})).type == "output"
+
+
+async def test_garbage_on_stdout_fails_the_call_at_once_and_the_server_restarts(tmp_path: Path) -> None:
+    engine = bad_engine(tmp_path, [tool("garbage"), tool("fine")], {"garbage": "garbage"}, timeout_s=60)
+    with engine.open_session() as session:
+        with anyio.fail_after(20):  # far less than the call's 60 s: the break is noticed at once
+            env = (await engine.call(session, "bad__garbage", {})).to_dict()
+        assert env["metadata"]["error_code"] == "server_failed" and "not JSON-RPC" in env["error_text"]
+        assert "html" not in env["error_text"]  # what the server sent is never repeated
+        assert (await engine.call(session, "bad__fine", {})).type == "output"
+        assert (await status_of(engine, session))["restarts"] == 1
+
+
+async def test_a_message_beyond_the_bound_breaks_the_connection_not_the_session(tmp_path: Path) -> None:
+    engine = bad_engine(tmp_path, [tool("huge"), tool("large"), tool("fine")], {"huge": "huge:17000000", "large": "huge:3000000"})
+    with engine.open_session() as session:
+        large = (await engine.call(session, "bad__large", {})).to_dict()
+        assert large["metadata"]["truncated"] is True and Path(large["metadata"]["output_path"]).stat().st_size == 3_000_000
+        env = (await engine.call(session, "bad__huge", {})).to_dict()
+        assert env["metadata"]["error_code"] == "server_failed" and "larger than 16777216 bytes" in env["error_text"]
+        assert (await engine.call(session, "bad__fine", {})).type == "output"
+
+
+async def test_malformed_results_and_json_rpc_errors_are_tool_errors(tmp_path: Path) -> None:
+    engine = bad_engine(tmp_path, [tool("invalid"), tool("error"), tool("fine")], {"invalid": "invalid", "error": "error"})
+    with engine.open_session() as session:
+        invalid = (await engine.call(session, "bad__invalid", {})).to_dict()
+        assert invalid["metadata"]["error_code"] == "invalid_result"
+        error = (await engine.call(session, "bad__error", {"x": "secret-looking-argument"})).to_dict()
+        assert error["metadata"]["error_code"] == "server_error" and "code -32602" in error["error_text"]
+        assert "secret-looking-argument" not in error["error_text"]  # the server's message echoes arguments: not shown
+        assert (await engine.call(session, "bad__fine", {})).type == "output"
+
+
+async def test_a_server_that_keeps_dying_is_given_up_and_its_tools_withdrawn(tmp_path: Path) -> None:
+    engine = bad_engine(tmp_path, [tool("die")], {"die": "exit"}, others={"good": server()})
+    with engine.open_session() as session:
+        for _ in range(8):
+            env = (await engine.call(session, "bad__die", {})).to_dict()
+            if env["metadata"]["error_code"] != "server_failed":
+                break
+        assert env["metadata"]["error_code"] in ("unknown_tool", "server_unavailable")
+        with anyio.fail_after(30):
+            while (await status_of(engine, session))["state"] != "failed":
+                await anyio.sleep(0.05)  # waiting for the last backoff to run out (bounded)
+        status = await status_of(engine, session)
+        assert status["tools"] == [] and "exited or crashed" in status["reason"]
+        assert "bad__die" not in [t.id for t in engine.tools(session)]
+        assert (await engine.call(session, "good__echo", {"text": "fine"})).to_dict()["data"]["content"] == "fine"
+
+
+async def test_a_server_that_never_answers_initialize_is_reported_and_the_session_goes_on(tmp_path: Path) -> None:
+    engine = Engine(compile_manifest(manifest({
+        "mute": {"command": "/bin/sleep", "args": ["600"], "startup_timeout_s": 0.5},
+        "good": server(),
+    }), workspace=tmp_path))
+    with engine.open_session() as session:
+        with anyio.fail_after(30):
+            await engine.ready(session)
+        mute = await status_of(engine, session, "mute")
+        assert mute["state"] in ("restarting", "failed") and "did not start within 0.5 s" in mute["reason"]
+        assert (await engine.call(session, "good__echo", {"text": "ok"})).type == "output"
+
+
+async def test_a_changed_tool_list_is_taken_up(tmp_path: Path) -> None:
+    engine = bad_engine(tmp_path, [tool("first")], {"first": "relist"}, later=[tool("second")])
+    with engine.open_session() as session:
+        assert (await engine.call(session, "bad__first", {})).type == "output"
+        with anyio.fail_after(20):
+            while "bad__second" not in [t.id for t in engine.tools(session)]:
+                await anyio.sleep(0.02)  # the notification is handled by the server's owner task (bounded wait)
+        assert "bad__first" not in [t.id for t in engine.tools(session)]
+        assert (await engine.call(session, "bad__second", {})).type == "output"
+
+
+async def test_an_id_colliding_with_a_registered_tool_is_refused(tmp_path: Path) -> None:
+    from agentcore.api import Tool, ToolResult, build_catalog
+
+    class Plugin(Tool):
+        id = "bad__plugin"
+        description = "a plugin whose id looks like an MCP tool's"
+        parameters = {"type": "object"}
+
+        async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+            return ToolResult(data={"plugin": True})
+
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"tools": [tool("plugin"), tool("fine")]}))
+    catalog = build_catalog(plugins=False, extra=[Plugin()])
+    compiled = compile_manifest(manifest({"bad": server(BAD, str(config), read=[str(config)])}, tools=["read", "bad__plugin"]),
+                                workspace=tmp_path, catalog=catalog)
+    engine = Engine(compiled, catalog=catalog)
+    with engine.open_session() as session:
+        status = await status_of(engine, session)
+        assert status["unavailable_tools"] == [{"tool": "plugin", "reason": "its id collides with a registered tool's id"}]
+        assert (await engine.call(session, "bad__plugin", {})).to_dict()["data"] == {"plugin": True}

@@ -1,0 +1,160 @@
+"""A stdio MCP server runs inside bwrap with exactly its own grant (MCP-5).
+
+Adversarial: the server tries to read outside its grant (the home
+directory, the agent's own workspace), write outside it, and reach a host
+its entry does not list; each test shows the side effect did not happen and
+a control shows the same server doing what it was granted (or, unsandboxed,
+what the sandbox stopped). A sandbox that cannot be built fails closed: the
+server never runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore.api import AllowAllWatchdog, Engine, compile_manifest
+from mcp_support import manifest, require_bwrap, server
+
+try:
+    from test_net_servers import RecordingServer, Reply
+except ImportError:  # pragma: no cover - imported as a package
+    from tests.test_net_servers import RecordingServer, Reply
+
+pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    require_bwrap()
+
+
+@pytest.fixture
+def home_dir() -> Iterator[Path]:
+    """A directory in the real home directory (a user area the sandbox hides), removed afterwards."""
+    d = Path.home() / f".agentcore-mcp-test-{uuid.uuid4().hex[:8]}"
+    d.mkdir()
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def var_ws() -> Iterator[Path]:
+    """An agent workspace outside /tmp and outside the user areas (so no default mask applies to it)."""
+    d = Path(tempfile.mkdtemp(prefix="agentcore-mcp-ws-", dir="/var/tmp"))
+    try:
+        yield Path(os.path.realpath(d))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+async def call(ws: Path, entry: dict[str, Any], tool: str, args: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    # Only the sandbox is under test: the watchdog (which would ask about `id_rsa`) is left out (ORDER-5).
+    engine = Engine(compile_manifest(manifest({"demo": entry}, **kw), workspace=ws), watchdog=AllowAllWatchdog())
+    with engine.open_session() as session:
+        env = (await engine.call(session, f"demo__{tool}", args)).to_dict()
+        status = await engine.mcp_status(session)
+    await session.stores.tool_source.aclose()  # reaped, and the sandbox's mount placeholders removed
+    assert status[0]["state"] == "ready", status
+    return env
+
+
+def failed(env: dict[str, Any]) -> str:
+    """The server's text for a call the server itself could not do (an MCP error result, `is_error`)."""
+    assert env["type"] == "output" and env["data"]["is_error"] is True, env
+    return str(env["data"]["content"])
+
+
+async def test_a_server_cannot_read_the_home_directory_or_the_agents_files_outside_its_grant(home_dir: Path, var_ws: Path) -> None:
+    (home_dir / "id_rsa").write_text("PRIVATE KEY\n")
+    (var_ws / "notes.txt").write_text("agent notes\n")
+    for path in (home_dir / "id_rsa", var_ws / "notes.txt"):
+        env = await call(var_ws, server(), "read_file", {"path": str(path)})
+        failed(env)  # MCPServer reports only that the tool failed; what matters is what it could not see
+        assert "PRIVATE" not in json.dumps(env) and "agent notes" not in json.dumps(env)
+    # Controls: granted, it reads the workspace; unsandboxed (`none`, chosen explicitly), it reads the key.
+    granted = await call(var_ws, server(read=["{workspace}/**"]), "read_file", {"path": str(var_ws / "notes.txt")})
+    assert granted["data"] == {"content": "agent notes\n", "is_error": False}
+    unconfined = await call(var_ws, server(), "read_file", {"path": str(home_dir / "id_rsa")}, environment="none")
+    assert unconfined["data"]["content"] == "PRIVATE KEY\n"
+
+
+async def test_a_server_cannot_write_outside_its_grant(var_ws: Path) -> None:
+    out, data = var_ws / "out", var_ws / "data"
+    out.mkdir()
+    data.mkdir()
+    entry = server(read=[f"{data}/**"], write=[f"{out}/**"])
+    attempts = [var_ws / "planted.txt", data / "planted.txt", out / ".bashrc", Path("/var/tmp") / f"planted-{uuid.uuid4().hex}"]
+    for target in attempts:
+        env = await call(var_ws, entry, "write_file", {"path": str(target), "content": "x"})
+        if target.name == ".bashrc":
+            # Inside a writable root a protected name is swept after the call (ENV-7), and the envelope counts it.
+            assert env["data"]["is_error"] or env["metadata"].get("protected_removed") == 1, env
+        else:
+            failed(env)
+        assert not target.exists(), target
+    ok = await call(var_ws, entry, "write_file", {"path": str(out / "result.txt"), "content": "done"})
+    assert ok["data"] == {"content": "written", "is_error": False} and (out / "result.txt").read_text() == "done"
+
+
+@pytest.fixture
+def web() -> Iterator[RecordingServer]:
+    srv = RecordingServer({"/hello": Reply(200, {"Content-Type": "text/plain"}, b"hello from the host")})
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+async def test_a_server_reaches_only_the_hosts_its_entry_lists(tmp_path: Path, web: RecordingServer) -> None:
+    url = f"http://127.0.0.1:{web.port}/hello"
+    for hosts in ([], [f"127.0.0.1:{web.port + 1 if web.port < 65535 else web.port - 1}"]):
+        env = await call(tmp_path, server(hosts=hosts), "fetch", {"url": url})
+        failed(env)
+        assert web.requests == [], hosts  # not one request reached the host
+    # The agent's own net.hosts grant the server nothing: only its entry counts.
+    env = await call(tmp_path, server(), "fetch", {"url": url}, requires={"net": {"hosts": [f"127.0.0.1:{web.port}"]}})
+    failed(env)
+    assert web.requests == []
+    # Control: listed in the server's entry, the same fetch goes through the filtering proxy.
+    ok = await call(tmp_path, server(hosts=[f"127.0.0.1:{web.port}"]), "fetch", {"url": url})
+    assert ok["data"]["content"] == "200 hello from the host" and [r.path for r in web.requests] == ["/hello"]
+
+
+async def test_no_sandbox_means_no_server(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = out / "started"
+    entry = server(write=[f"{out}/**"], env={"DEMO_MARKER": str(marker)})
+    data = manifest({"demo": entry})
+    engine = Engine(compile_manifest(data, workspace=tmp_path), environment="no-such-sandbox")
+    with engine.open_session() as session:
+        (status,) = await engine.mcp_status(session)
+        assert status["state"] == "failed" and status["reason"].startswith("cannot be sandboxed")
+        assert (await engine.call(session, "demo__echo", {"text": "x"})).to_dict()["metadata"]["error_code"] == "unknown_tool"
+    assert not marker.exists()
+    # A policy bwrap cannot enforce (a protected path through a symlink in a write root): the same.
+    (out / "realgit").mkdir()
+    (out / ".git").symlink_to("realgit")
+    engine = Engine(compile_manifest(data, workspace=tmp_path))
+    with engine.open_session() as session:
+        (status,) = await engine.mcp_status(session)
+        assert status["state"] == "failed" and "symbolic link" in status["reason"]
+    assert not marker.exists()
+    # Control: the same entry with a policy bwrap can enforce starts the server.
+    (out / ".git").unlink()
+    engine = Engine(compile_manifest(data, workspace=tmp_path))
+    with engine.open_session() as session:
+        (status,) = await engine.mcp_status(session)
+        assert status["state"] == "ready"
+    assert marker.read_text() == "started\n"
