@@ -32,7 +32,6 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, median, parse_args, result  # noqa: E402
-
 from agentcore.access import FsAccess  # noqa: E402
 from agentcore.agent.config import ModelConfig, open_model  # noqa: E402
 from agentcore.agent.loop import AgentLoop  # noqa: E402

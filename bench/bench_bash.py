@@ -45,7 +45,6 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, envelope_summary, figure, interleaved, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
-
 from agentcore.api import Engine, load_manifest  # noqa: E402
 from agentcore.environments import calltree, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402

@@ -37,10 +37,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, interleaved, median, p90, parse_args, result  # noqa: E402
-
+from agentcore.api import Engine, load_manifest  # noqa: E402
 from agentcore.environments import callguard, guard, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
-from agentcore.api import Engine, load_manifest  # noqa: E402
 
 NAME = "guard"
 ARGS = {"command": "true"}

@@ -29,12 +29,13 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
-
 from agentcore.access import FsAccess  # noqa: E402
-from agentcore.api import load_manifest  # noqa: E402
-from agentcore.api import Engine  # noqa: E402
-from agentcore.tools.base import Tool, ToolResult  # noqa: E402
+from agentcore.api import (
+    Engine,  # noqa: E402
+    load_manifest,  # noqa: E402
+)
 from agentcore.api import build_catalog as build_registry  # noqa: E402
+from agentcore.tools.base import Tool, ToolResult  # noqa: E402
 
 NAME = "pipeline"
 ARGS = {"path": "src/main.py"}

@@ -20,7 +20,6 @@ Targets: grep <= 1.15x and glob <= 1.2x the anchor (reported against each anchor
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -33,9 +32,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, interleaved, median, parse_args, profile_to_stderr, result  # noqa: E402
-
-from agentcore.api import load_manifest  # noqa: E402
-from agentcore.api import Engine  # noqa: E402
+from agentcore.api import (
+    Engine,  # noqa: E402
+    load_manifest,  # noqa: E402
+)
 from agentcore.runtime import ProcessSurface  # noqa: E402
 
 NAME = "search"

@@ -67,8 +67,7 @@ def child(size: int, rounds: int) -> dict[str, Any]:
     """Runs in the child process; returns the raw measurements."""
     import anyio
 
-    from agentcore.api import load_manifest
-    from agentcore.api import Engine
+    from agentcore.api import Engine, load_manifest
 
     out: dict[str, Any] = {"size": size, "rounds": rounds, "pipeline_s": [], "pipeline_cpu_s": [], "anchor_s": [], "cat_anchor_s": [], "checks": []}
     with tempfile.TemporaryDirectory() as tmp_s:

@@ -31,11 +31,10 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     settings.load_profile("ci")
 
+from agentcore.api import Engine, load_manifest
 from agentcore.envelope import Envelope
-from agentcore.api import load_manifest
-from agentcore.api import Engine
-from agentcore.watchdog import AllowAllWatchdog
 from agentcore.session import Session
+from agentcore.watchdog import AllowAllWatchdog
 
 ALLOW_ALL: tuple[dict[str, str], ...] = ({"permission": "*", "pattern": "*", "action": "allow"},)
 FILE_TOOLS: tuple[str, ...] = ("read", "write", "edit", "glob", "grep")

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from acp_support import AGENTCORE, RecordingClient, Wire, acp_agent, text_block
 
 pytestmark = pytest.mark.anyio

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_support import write_script
 
 ROOT = Path(__file__).resolve().parent.parent

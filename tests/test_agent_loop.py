@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-from agent_support import ALLOW_ALL, manifest, scripted_loop, tool_results, write_script
 
+from agent_support import ALLOW_ALL, manifest, scripted_loop, tool_results, write_script
 from agentcore.api import AllowAllWatchdog, Engine, Tool, ToolResult, build_catalog
 
 pytestmark = pytest.mark.anyio

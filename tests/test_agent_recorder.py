@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import manifest, scripted_loop, write_script
 
+from agent_support import manifest, scripted_loop, write_script
 from agentcore.agent.messages import Message
 from agentcore.api import AllowAllWatchdog, Engine, ScriptedBroker
 from agentcore.recorder.store import SCHEMA_VERSION, Recorder, RecorderError, connect

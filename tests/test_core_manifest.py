@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from agentcore.patterns.globtext import glob_escape
-from wcmatch import glob as wcglob
-
-from agentcore.errors import CompileError, ManifestError
 from agentcore.api import load_manifest
+from agentcore.errors import CompileError, ManifestError
+from agentcore.patterns.globtext import glob_escape
 from agentcore.variables import Bindings, expand
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -246,8 +244,8 @@ def test_expand_unit() -> None:
 
 def test_unknown_watchdog_category_is_a_compile_error(tmp_path):
     """A typo in watchdog.disable must not silently keep (or drop) a category (WDOG)."""
-    from agentcore.errors import CompileError
     from agentcore.api import load_manifest
+    from agentcore.errors import CompileError
 
     (tmp_path / "m.yaml").write_text("name: x\nwatchdog: {disable: [destructiv]}\n")
     with pytest.raises(CompileError) as exc:

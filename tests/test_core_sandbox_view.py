@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from agentcore.api import load_manifest
 from agentcore.environments.policy import policy_for
 from agentcore.errors import ManifestError
-from agentcore.api import load_manifest
 from agentcore.manifest.intersect import intersect
 
 

@@ -9,10 +9,11 @@ from typing import Any, ClassVar
 
 import pytest
 
+from agentcore.api import LOCKED_IDS
+from agentcore.api import build_catalog as build_registry
 from agentcore.errors import RegistryError
 from agentcore.tools import _schemas
 from agentcore.tools.base import Tool, ToolResult
-from agentcore.api import LOCKED_IDS, build_catalog as build_registry
 from agentcore.tools.registry import ToolRegistry
 from agentcore.tools.todo import TodoTool
 

@@ -21,9 +21,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentcore.api import load_manifest, load_project_rules
 from agentcore.errors import ManifestError
-from agentcore.api import load_manifest
-from agentcore.api import load_project_rules
 from agentcore.manifest.strict_yaml import load_yaml
 from agentcore.textdata import MAX_DEPTH, StructureError, load_json, loads_json, too_deep
 from conformance.protocol import decode_request

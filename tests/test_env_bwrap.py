@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from agentcore.environments import EnvironmentUnavailable, SandboxPolicy, get_environment, redact_command_line
 from agentcore.environments import bwrap as bwrap_module
-from agentcore.environments.bwrap import BwrapEnvironment, bwrap_binary, build_plan, empty_file, self_test
+from agentcore.environments.bwrap import BwrapEnvironment, build_plan, bwrap_binary, empty_file, self_test
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcore.environments import EnvironmentUnavailable, SandboxPolicy, get_environment
-from agentcore.environments import seccomp
+from agentcore.environments import EnvironmentUnavailable, SandboxPolicy, get_environment, seccomp
 from agentcore.environments.bwrap import bwrap_binary, self_test, with_filter_fd
 from agentcore.protected import sandbox_protected_paths
 

@@ -107,3 +107,15 @@ def test_no_tool_id_in_the_pipeline() -> None:
     ]  # the check itself can fail
     for path in (SRC / "agentcore" / "pipeline").rglob("*.py"):
         assert not _tool_id_tests(path.read_text(), ids), f"{path.relative_to(SRC)} tests tool ids"
+
+
+def test_ruff_pyflakes_import_order_and_complexity_are_clean() -> None:
+    """The hygiene .ci/run enforces (pyproject [tool.ruff]: pyflakes, import order, McCabe <= 15)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    ruff = Path(sys.executable).parent / "ruff"
+    done = subprocess.run([str(ruff), "check", "src", "tests", "bench"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]

@@ -26,16 +26,15 @@ try:
 except ImportError:  # pragma: no cover
     from tests.test_bash_support import allow, arity, assert_ran, live_pids_with, wait_for
 
+from agentcore.api import Engine, load_manifest
 from agentcore.envelope import Envelope
 from agentcore.errors import OutputCapped
 from agentcore.limits import Limits
-from agentcore.api import load_manifest
-from agentcore.api import Engine
-from agentcore.watchdog import AllowAllWatchdog
 from agentcore.runtime import ProcessSurface
 from agentcore.session import Session
 from agentcore.tools._rg import rg_output
 from agentcore.truncation import ByteSpool, LineSpool, SidecarAllowance, SidecarBudget
+from agentcore.watchdog import AllowAllWatchdog
 
 MiB = 1 << 20
 KILLED = (128 + 15, 128 + 9)  # the runtime's SIGTERM, or the SIGKILL after its grace

@@ -17,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agentcore.environments import SandboxPolicy
-from agentcore.environments import bwrap as bwrap_module
 from agentcore.environments.bwrap import _build_plan_uncached, _inside, _outermost, _resolve_protected, _View, build_plan
 
 ENV = {"PATH": "/usr/bin:/bin"}

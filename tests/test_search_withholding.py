@@ -18,11 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore.watchdog.default import DefaultWatchdog
-from agentcore.watchdog import AllowAllWatchdog, Verdict, WatchdogCall
-from agentcore.watchdog.default.secrets import SECRET_MARKERS, _is_secret, secret_markers
 from agentcore.runtime import _marked
-from agentcore.watchdog import OPEN_SCREEN, ReadScreen
+from agentcore.watchdog import OPEN_SCREEN, AllowAllWatchdog, ReadScreen, Verdict, WatchdogCall
+from agentcore.watchdog.default import DefaultWatchdog
+from agentcore.watchdog.default.secrets import SECRET_MARKERS, _is_secret, secret_markers
 
 pytestmark = pytest.mark.anyio
 

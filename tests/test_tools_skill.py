@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from agentcore.api import load_manifest
-from agentcore.api import Engine
-from agentcore.watchdog import AllowAllWatchdog
+from agentcore.api import Engine, load_manifest
 from agentcore.tools.skill import available_skills, split_front_matter, wrap
+from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

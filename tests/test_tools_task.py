@@ -12,18 +12,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentcore.api import Engine, load_manifest
+from agentcore.api import build_catalog as build_registry
 from agentcore.errors import ToolFailure
-from agentcore.api import load_manifest
+from agentcore.manifest.intersect import host_covers, intersect, path_covers, shell_covers, stricter_environment
 from agentcore.net.hosts import compile_host_pattern
 from agentcore.patterns.path import compile_path_pattern
 from agentcore.patterns.shell import compile_shell_requirement
-from agentcore.api import Engine
-from agentcore.watchdog import AllowAllWatchdog
 from agentcore.session import Session
-from agentcore.manifest.intersect import host_covers, intersect, path_covers, shell_covers, stricter_environment
 from agentcore.tools.base import Tool, ToolResult
-from agentcore.api import build_catalog as build_registry
 from agentcore.tools.registry import ToolRegistry
+from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -11,13 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore.access import Access, FsAccess
-from agentcore.api import load_manifest
-from agentcore.api import Engine
-from agentcore.watchdog import AllowAllWatchdog
-from agentcore.tools.base import CallContext, Tool, ToolResult
+from agentcore.api import Engine, load_manifest
 from agentcore.api import build_catalog as build_registry
+from agentcore.tools.base import CallContext, Tool, ToolResult
 from agentcore.tools.registry import ToolRegistry
 from agentcore.tools.tool_search import bm25_rank, tokenize
+from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agentcore.api import load_manifest
-from agentcore.api import Engine
+from agentcore.api import Engine, load_manifest
 from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

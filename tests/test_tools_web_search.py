@@ -12,17 +12,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-
-from agentcore.errors import ToolFailure
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentcore.api import Engine, load_manifest
 from agentcore.errors import CompileError, ToolFailure
-from agentcore.api import load_manifest
-from agentcore.api import Engine
-from agentcore.watchdog import AllowAllWatchdog
 from agentcore.tools.web_search import Provider, choose_provider, parse_results
+from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

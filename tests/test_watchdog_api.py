@@ -17,6 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentcore.manifest.schema import ManifestSpec
+from agentcore.shell.parse import Redirect as Redir
+from agentcore.shell.parse import SimpleCommand
+from agentcore.watchdog import AllowAllWatchdog, Verdict, WatchdogCall
 from agentcore.watchdog.default import (
     CATEGORIES,
     INTERNAL_CATEGORY,
@@ -25,9 +28,6 @@ from agentcore.watchdog.default import (
     unknown_categories,
 )
 from agentcore.watchdog.default.dispatch import _DISPATCH
-from agentcore.watchdog import AllowAllWatchdog, Verdict, WatchdogCall
-from agentcore.shell.parse import Redirect as Redir
-from agentcore.shell.parse import SimpleCommand
 
 MARK = "SEKRET"
 

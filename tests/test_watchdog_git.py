@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agentcore.watchdog.default import DefaultWatchdog
-from agentcore.watchdog import Verdict, WatchdogCall
 from agentcore.shell.parse import parse_shell
+from agentcore.watchdog import Verdict, WatchdogCall
+from agentcore.watchdog.default import DefaultWatchdog
 
 
 @pytest.fixture

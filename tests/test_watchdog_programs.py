@@ -24,11 +24,10 @@ from typing import Any
 import anyio
 import pytest
 
-from agentcore.watchdog import Verdict, WatchdogCall
-from agentcore.watchdog.default import CATEGORIES, DefaultWatchdog
-from agentcore.watchdog.default import dispatch, hooks
-from agentcore.watchdog.default.programs import PROGRAMS, _DISPATCH
 from agentcore.shell.parse import SimpleCommand
+from agentcore.watchdog import Verdict, WatchdogCall
+from agentcore.watchdog.default import CATEGORIES, DefaultWatchdog, dispatch, hooks
+from agentcore.watchdog.default.programs import _DISPATCH, PROGRAMS
 
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CODE = "code_execution_wrapper"

@@ -32,9 +32,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentcore.shell.parse import SimpleCommand
 from agentcore.watchdog import Verdict, WatchdogCall
 from agentcore.watchdog.default import DefaultWatchdog
-from agentcore.shell.parse import SimpleCommand
 
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 INPUT = "mark\nalpha beta\nx;y}z|w>q\n1 2 3\n"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from agentcore.patterns.globtext import glob_escape
-
 import logging
 import os
 import shutil
@@ -15,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import anyio
-from wcmatch import glob as wcglob
+
+from agentcore.patterns.globtext import glob_escape
 
 from .limits import Limits
 from .rules.evaluator import RuleEvaluator

@@ -10,8 +10,6 @@ the scope it would have granted stays empty and calls fail closed.
 
 from __future__ import annotations
 
-from agentcore.patterns.globtext import glob_escape
-
 import functools
 import itertools
 import os
@@ -20,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from wcmatch import glob as wcglob
+from agentcore.patterns.globtext import glob_escape
 
 from .errors import CompileError
 from .textdata import did_you_mean

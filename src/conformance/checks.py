@@ -210,41 +210,51 @@ def check_expectations(payload: Any, expect: Mapping[str, Any]) -> list[str]:
 
 def check_file(path: Path, spec: Mapping[str, Any], snapshot: Mapping[str, bytes | None]) -> list[str]:
     """Checks on one filesystem path (never following a final symlink unless reading content)."""
-    fails: list[str] = []
     exists = os.path.lexists(path)
     label = spec["path"]
     if "exists" in spec and exists != spec["exists"]:
-        fails.append(f"{label}: should {'exist' if spec['exists'] else 'not exist'}")
-        return fails
+        return [f"{label}: should {'exist' if spec['exists'] else 'not exist'}"]
     if not exists and any(k in spec for k in ("content", "contains", "is_symlink", "is_dir", "size", "max_size", "mode")):
         return [f"{label}: does not exist"]
+    fails: list[str] = []
     if "is_symlink" in spec and os.path.islink(path) != spec["is_symlink"]:
         fails.append(f"{label}: is_symlink should be {spec['is_symlink']}")
     if "is_dir" in spec and (os.path.isdir(path) and not os.path.islink(path)) != spec["is_dir"]:
         fails.append(f"{label}: is_dir should be {spec['is_dir']}")
-    if "content" in spec or "contains" in spec or "size" in spec or "max_size" in spec:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            return fails + [f"{label}: cannot be read ({exc.strerror})"]
-        if "content" in spec and data != spec["content"].encode("utf-8"):
-            fails.append(f"{label}: content differs ({len(data)} bytes, expected {len(spec['content'].encode('utf-8'))})")
-        if "contains" in spec and spec["contains"].encode("utf-8") not in data:
-            fails.append(f"{label}: does not contain the expected text")
-        if "size" in spec and len(data) != int(spec["size"]):
-            fails.append(f"{label}: size {len(data)}, expected {spec['size']}")
-        if "max_size" in spec and len(data) > int(spec["max_size"]):
-            fails.append(f"{label}: size {len(data)}, expected at most {spec['max_size']}")
+    if any(k in spec for k in ("content", "contains", "size", "max_size")):
+        content = _content_fails(path, spec, label)
+        if content is None:
+            return fails + [f"{label}: cannot be read"]
+        fails += content
     if "mode" in spec:
         mode = stat.S_IMODE(os.lstat(path).st_mode)
         if mode != int(spec["mode"], 8):
             fails.append(f"{label}: mode {mode:04o}, expected {spec['mode']}")
-    if spec.get("unchanged"):
-        before = snapshot.get(os.fspath(path))
-        try:
-            now = path.read_bytes() if exists else None
-        except OSError:
-            now = None
-        if before != now:
-            fails.append(f"{label}: changed since setup")
+    if spec.get("unchanged") and snapshot.get(os.fspath(path)) != _bytes_or_none(path, exists):
+        fails.append(f"{label}: changed since setup")
     return fails
+
+
+def _content_fails(path: Path, spec: Mapping[str, Any], label: str) -> list[str] | None:
+    """What differs in the file's bytes from `content`, `contains`, `size` and `max_size`; None: unreadable."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    fails = []
+    if "content" in spec and data != spec["content"].encode("utf-8"):
+        fails.append(f"{label}: content differs ({len(data)} bytes, expected {len(spec['content'].encode('utf-8'))})")
+    if "contains" in spec and spec["contains"].encode("utf-8") not in data:
+        fails.append(f"{label}: does not contain the expected text")
+    if "size" in spec and len(data) != int(spec["size"]):
+        fails.append(f"{label}: size {len(data)}, expected {spec['size']}")
+    if "max_size" in spec and len(data) > int(spec["max_size"]):
+        fails.append(f"{label}: size {len(data)}, expected at most {spec['max_size']}")
+    return fails
+
+
+def _bytes_or_none(path: Path, exists: bool) -> bytes | None:
+    try:
+        return path.read_bytes() if exists else None
+    except OSError:
+        return None

@@ -106,10 +106,12 @@ async def _forward(event: Any, on_delta: DeltaSink) -> bool:
     from pydantic_ai.messages import (
         PartDeltaEvent,
         PartStartEvent,
-        TextPart as PTextPart,
         TextPartDelta,
         ThinkingPart,
         ThinkingPartDelta,
+    )
+    from pydantic_ai.messages import (
+        TextPart as PTextPart,
     )
 
     if isinstance(event, PartStartEvent):
@@ -172,7 +174,9 @@ def _tool_returns(message: Message) -> list[Any]:
 
 
 def _response(message: Message) -> "ModelResponse":
-    from pydantic_ai.messages import ModelResponse, TextPart as PTextPart, ThinkingPart, ToolCallPart as PToolCall
+    from pydantic_ai.messages import ModelResponse, ThinkingPart
+    from pydantic_ai.messages import TextPart as PTextPart
+    from pydantic_ai.messages import ToolCallPart as PToolCall
 
     parts: list[Any] = []
     for part in message.parts:
@@ -186,7 +190,9 @@ def _response(message: Message) -> "ModelResponse":
 
 
 def from_pydantic(response: "ModelResponse") -> ModelTurn:
-    from pydantic_ai.messages import TextPart as PTextPart, ThinkingPart, ToolCallPart as PToolCall
+    from pydantic_ai.messages import TextPart as PTextPart
+    from pydantic_ai.messages import ThinkingPart
+    from pydantic_ai.messages import ToolCallPart as PToolCall
 
     parts: list[Part] = []
     for part in response.parts:

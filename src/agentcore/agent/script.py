@@ -244,78 +244,81 @@ def _pieces(text: str) -> list[str]:
 
 
 def _handler(server: ScriptServer) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Streamed deltas are small writes: with Nagle on, each waits for the client's delayed ACK (~40 ms a request).
-        disable_nagle_algorithm = True
+    """A request handler class bound to `server` (http.server makes one handler object per request)."""
+    return type("Handler", (_ScriptHandler,), {"script": server})
 
-        def log_message(self, *args: Any) -> None:  # quiet: stderr belongs to the host
-            pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._json(404, {"error": {"message": "only /v1/chat/completions is served"}})
-                return
-            try:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-            except (ValueError, json.JSONDecodeError):
-                self._json(400, {"error": {"message": "the request body is not JSON"}})
-                return
-            turn, ids = server.next_turn(body)
-            if turn is None:
-                self._json(400, {"error": {"message": f"the script has no turn {server.requests}"}})
-            elif turn.error is not None:
-                headers = {"retry-after": str(turn.error.retry_after)} if turn.error.retry_after is not None else {}
-                self._json(turn.error.status, {"error": {"message": turn.error.message}}, headers)
-            elif body.get("stream"):
-                self._stream(body, turn, ids)
-            else:
-                self._json(200, _completion(body, turn, ids))
+class _ScriptHandler(http.server.BaseHTTPRequestHandler):
+    script: ScriptServer
+    protocol_version = "HTTP/1.1"
+    # Streamed deltas are small writes: with Nagle on, each waits for the client's delayed ACK (~40 ms a request).
+    disable_nagle_algorithm = True
 
-        def _json(self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+    def log_message(self, *args: Any) -> None:  # quiet: stderr belongs to the host
+        pass
 
-        def _chunk(self, doc: dict[str, Any] | str) -> None:
-            data = ("data: " + (doc if isinstance(doc, str) else json.dumps(doc)) + "\n\n").encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": "only /v1/chat/completions is served"}})
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        except (ValueError, json.JSONDecodeError):
+            self._json(400, {"error": {"message": "the request body is not JSON"}})
+            return
+        turn, ids = self.script.next_turn(body)
+        if turn is None:
+            self._json(400, {"error": {"message": f"the script has no turn {self.script.requests}"}})
+        elif turn.error is not None:
+            headers = {"retry-after": str(turn.error.retry_after)} if turn.error.retry_after is not None else {}
+            self._json(turn.error.status, {"error": {"message": turn.error.message}}, headers)
+        elif body.get("stream"):
+            self._stream(body, turn, ids)
+        else:
+            self._json(200, _completion(body, turn, ids))
+
+    def _json(self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _chunk(self, doc: dict[str, Any] | str) -> None:
+        data = ("data: " + (doc if isinstance(doc, str) else json.dumps(doc)) + "\n\n").encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _stream(self, body: dict[str, Any], turn: Turn, ids: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        try:
+            for doc in _stream_docs(body, turn, ids):
+                if doc == "BREAK":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if doc == "HANG":
+                    self._stall()
+                    return
+                self._chunk(doc)
+            self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-
-        def _stream(self, body: dict[str, Any], turn: Turn, ids: list[str]) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            try:
-                for doc in _stream_docs(body, turn, ids):
-                    if doc == "BREAK":
-                        self.close_connection = True
-                        self.connection.shutdown(2)
-                        return
-                    if doc == "HANG":
-                        self._stall()
-                        return
-                    self._chunk(doc)
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-            except OSError:  # the client went away (cancelled): nothing more to send
-                self.close_connection = True
-
-        def _stall(self) -> None:
-            """Send nothing more until the client hangs up (EOF on the socket) or the server stops."""
-            while not server.stopping():
-                readable, _w, _x = select.select([self.connection], [], [], 0.1)
-                if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                    break
+        except OSError:  # the client went away (cancelled): nothing more to send
             self.close_connection = True
 
-    return Handler
+    def _stall(self) -> None:
+        """Send nothing more until the client hangs up (EOF on the socket) or the server stops."""
+        while not self.script.stopping():
+            readable, _w, _x = select.select([self.connection], [], [], 0.1)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                break
+        self.close_connection = True
 
 
 def _base(body: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, Protocol
 
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     """What one sandboxed command may see and change. All paths must be absolute."""

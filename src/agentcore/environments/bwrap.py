@@ -434,28 +434,20 @@ def _hidden_trees(st: _Static, granted: Sequence[Path]) -> list[Path]:
     return _outermost(sorted(set(hidden_trees), key=_depth_key))
 
 
-def _observe(st: _Static) -> _Facts:
-    empty = empty_file()  # also creates the private directory, which may need masking below
-    roots = _write_roots(st)
-    granted = [Path(os.path.realpath(r)) for r in st.read_roots if os.path.lexists(r)]
-    # fs.read on `/**` shows everything anyway: the root itself is then bound, as for view "full".
-    system = None if st.view == "full" or Path("/") in granted else _system_entries()
-    hidden_trees = _hidden_trees(st, granted) if system is None else []
-    shown = _shown(system)
-
-    denied: list[Path] = []
-    for d in st.read_denied:
-        if os.path.lexists(d):
-            denied.append(Path(os.path.realpath(d)))
+def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], shown: tuple[Path, ...]) -> list[Path]:
+    """The existing read-denied paths (canonical, outermost only) and our lock directory when it would show."""
+    denied = [Path(os.path.realpath(d)) for d in st.read_denied if os.path.lexists(d)]
     lock_dir = _lock_dir()
     if not _View(roots, [], hidden_trees=hidden_trees, shown=shown).hidden(lock_dir):
         denied.append(lock_dir)  # the placeholder locks are ours alone
     # A denied path inside another one is already hidden; mounting it would need a
     # mount point inside a read-only tmpfs.
-    denied = _outermost(sorted(set(denied), key=_depth_key))
-    # Read roots are re-bound only where the sandbox would otherwise hide them,
-    # never inside a write root (that would take writability away) or a denial.
-    hiding = _View(roots, denied, hidden_trees=hidden_trees, shown=shown)
+    return _outermost(sorted(set(denied), key=_depth_key))
+
+
+def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path]) -> list[Path]:
+    """Read roots bound again where the sandbox would otherwise hide them, never inside a write root
+    (that would take writability away) or a denial."""
     wanted = list(st.read_roots)
     if st.network == "proxy":
         # The relay runs on this interpreter: its installation must stay visible (not only the binary).
@@ -471,7 +463,20 @@ def _observe(st: _Static) -> _Facts:
             continue
         if real not in read_roots:
             read_roots.append(real)
-    read_roots = _outermost(read_roots)
+    return _outermost(read_roots)
+
+
+def _observe(st: _Static) -> _Facts:
+    empty = empty_file()  # also creates the private directory, which may need masking below
+    roots = _write_roots(st)
+    granted = [Path(os.path.realpath(r)) for r in st.read_roots if os.path.lexists(r)]
+    # fs.read on `/**` shows everything anyway: the root itself is then bound, as for view "full".
+    system = None if st.view == "full" or Path("/") in granted else _system_entries()
+    hidden_trees = _hidden_trees(st, granted) if system is None else []
+    shown = _shown(system)
+
+    denied = _denied_paths(st, roots, hidden_trees, shown)
+    read_roots = _rebound_read_roots(st, _View(roots, denied, hidden_trees=hidden_trees, shown=shown), denied)
     view = _View(roots, denied, read_roots, hidden_trees, shown)
 
     real_cwd = Path(os.path.realpath(st.cwd))

@@ -13,8 +13,8 @@ from ..limits import Limits
 from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
 from ..rules.model import CompiledRule, Rule, compile_rules
-from ..variables import Bindings, expand, variables_in
 from ..textdata import LineIndex, did_you_mean, key_path_text, line_of
+from ..variables import Bindings, expand, variables_in
 from ..vocabulary import LOCKED_IDS, WATCHDOG_CATEGORIES, unknown_categories
 from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec

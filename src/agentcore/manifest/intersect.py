@@ -24,12 +24,12 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
-from .compiled import CompiledManifest, EffectiveCapabilities
 from ..paths import is_within
 from ..patterns.globtext import has_wildcard
 from ..patterns.path import PathPattern
 from ..patterns.shell import ArgPattern, ShellRequirement
 from ..rules.model import CompiledRule
+from .compiled import CompiledManifest, EffectiveCapabilities
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ManifestError
 from ..textdata import MAX_DEPTH, KeyPath, LineIndex, StructureError, did_you_mean, key_path_text, line_of, load_json, too_deep
-from .strict_yaml import load_yaml
 from .schema import ManifestSpec, RulesFileSpec
+from .strict_yaml import load_yaml
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -11,12 +11,12 @@ vet and the connect is never used: we never ask DNS a second time.
 from __future__ import annotations
 
 import codecs
-from typing import Awaitable, Callable
 import re
 import ssl
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Awaitable, Callable
 from urllib.parse import urljoin
 
 import anyio

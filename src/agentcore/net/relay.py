@@ -20,12 +20,11 @@ no decisions; the proxy on the host side makes them all.
 
 from __future__ import annotations
 
-import os
-import sys
-
 # `_socket`, not `socket`: the wrapper module's enum set-up alone costs ~15 ms of
 # interpreter time, and this runs before every sandboxed command with network.
 import _socket
+import os
+import sys
 
 
 def serve(channel_fd: int, port: int, ready_fd: int | None) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-
 from collections.abc import Iterable
 
 import anyio

@@ -8,7 +8,6 @@ expression at manifest compile time; matching is a single regex call.
 
 from __future__ import annotations
 
-
 import os
 import re
 from dataclasses import dataclass, field

@@ -14,7 +14,6 @@ so evaluation stops at the first specificity level that matches.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 

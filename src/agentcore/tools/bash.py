@@ -20,8 +20,8 @@ import anyio.abc
 
 from ..access import Access, ShellAccess
 from ..environments import callguard, calltree, guard
-from ..errors import ToolFailure
 from ..environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
+from ..errors import ToolFailure
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 

@@ -40,8 +40,8 @@ from ..runtime import SearchScope
 from ..truncation import LineSpool
 from . import _schemas
 from ._rg import list_files_raw, part_glob, read_records, rg_output, rg_run
-from .glob import basename_prefilter, compile_relative_glob
 from .base import CallContext, Tool, ToolResult
+from .glob import basename_prefilter, compile_relative_glob
 
 MAX_LINE_CHARS = 2000  # bytes of a line's text (FILE-14)
 LONG_LINE_MARK = b" [... omitted end of long line]"

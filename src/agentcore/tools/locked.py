@@ -7,7 +7,6 @@ from typing import Callable
 
 from .base import Tool
 
-
 # Where each locked tool lives, so that a registry can import only the tools a manifest enables.
 LOCKED_CLASSES: dict[str, tuple[str, str]] = {
     "read": ("read", "ReadTool"), "write": ("write", "WriteTool"), "edit": ("edit", "EditTool"),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ToolFailure
 from ..asking import HEADLESS_QUESTION_TEXT
+from ..errors import ToolFailure
 from . import _schemas
 from .base import Tool, ToolResult
 

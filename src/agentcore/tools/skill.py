@@ -15,8 +15,6 @@ be listed by its real path, or its files fall outside that grant.
 
 from __future__ import annotations
 
-from agentcore.patterns.globtext import glob_escape
-
 import os
 import re
 import weakref
@@ -25,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from wcmatch import glob as wcglob
+
+from agentcore.patterns.globtext import glob_escape
 
 from ..errors import Refusal, ToolFailure
 from ..manifest.schema import FsSpec, ManifestSpec, RequiresSpec

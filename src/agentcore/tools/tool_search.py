@@ -16,9 +16,9 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
+from ..vocabulary import LOCKED_IDS
 from . import _schemas
 from .base import Tool, ToolResult
-from ..vocabulary import LOCKED_IDS
 
 DEFAULT_MAX_RESULTS = 10
 K1 = 1.2

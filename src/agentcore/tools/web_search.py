@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import anyio
 
 from ..access import Access, NetAccess
-from ..errors import CompileError, Refusal, ToolFailure
+from ..errors import CompileError, ToolFailure
 from ..manifest.schema import ManifestSpec, NetSpec, RequiresSpec
 from . import _schemas
 from .base import CallContext, Tool, ToolResult

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
 
-
 if TYPE_CHECKING:
     from ..manifest.compiled import CompiledManifest
     from ..shell.parse import SimpleCommand

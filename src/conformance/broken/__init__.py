@@ -549,8 +549,8 @@ class SearchShowsSecrets(AgentcoreHarness):
     def make_watchdog(self, spec: dict[str, Any] | None, compiled: Any) -> Any:
         if spec is not None:
             return super().make_watchdog(spec, compiled)
-        from agentcore.watchdog.default import default_watchdog_for
         from agentcore.api import OPEN_SCREEN
+        from agentcore.watchdog.default import default_watchdog_for
 
         dog = default_watchdog_for(compiled)
         dog.read_screen = lambda manifest: OPEN_SCREEN  # type: ignore[method-assign]  # review unchanged, screen ignored

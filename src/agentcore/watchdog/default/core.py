@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from ...vocabulary import INTERNAL_CATEGORY, WATCHDOG_CATEGORIES as CATEGORIES, unknown_categories
+from ...vocabulary import INTERNAL_CATEGORY, unknown_categories
+from ...vocabulary import WATCHDOG_CATEGORIES as CATEGORIES
 from ...watchdog import OPEN_SCREEN, AllowAllWatchdog, ReadScreen, Verdict, Watchdog, WatchdogCall
 from .dispatch import _review_command
 from .paths import _Ctx, _Finding, _norm

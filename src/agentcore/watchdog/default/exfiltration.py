@@ -11,7 +11,6 @@ from typing import Callable, Sequence
 from .options import _info_only, _lm, _remote_spec, _scan
 from .paths import _Ctx
 
-
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _CURL_DATA_LONGS = frozenset(
     {"--data", "--data-ascii", "--data-binary", "--data-raw", "--data-urlencode", "--json", "--form",

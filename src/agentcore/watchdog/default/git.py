@@ -12,7 +12,6 @@ from typing import Callable, Sequence
 from .options import _lm, _scan
 from .paths import _Ctx, _norm
 
-
 _GIT_BUILTINS = frozenset(
     """add am annotate apply archive bisect blame branch bugreport bundle cat-file check-attr check-ignore
     check-mailmap check-ref-format checkout checkout-index cherry cherry-pick clean clone column commit

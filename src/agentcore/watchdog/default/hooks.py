@@ -16,7 +16,6 @@ from typing import Callable, Sequence
 from .options import _info_only, _long_matches
 from .paths import _Ctx
 
-
 _Check = Callable[[_Ctx, Sequence[str]], None]
 
 # The long options of GNU coreutils/diffutils 9.x (`PROGRAM --help`); tests compare them with the real ones.

@@ -18,7 +18,6 @@ from typing import Callable, Sequence
 from .options import _info_only
 from .paths import _Ctx
 
-
 _Check = Callable[[_Ctx, Sequence[str]], None]
 _PROJECT = "a build tool or test runner running project code"
 

@@ -15,7 +15,6 @@ from typing import Callable, Sequence
 from .options import _info_only
 from .paths import _Ctx
 
-
 _Check = Callable[[_Ctx, Sequence[str]], None]
 _SQLITE_INFO = frozenset({"-version", "--version", "-help", "--help"})
 

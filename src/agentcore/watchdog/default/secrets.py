@@ -8,7 +8,6 @@ from typing import Iterable
 
 from .paths import _Ctx, _within
 
-
 _SECRET_NAMES = frozenset(
     {".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass", ".ssh", ".gnupg", ".aws"}
 )
