@@ -251,3 +251,18 @@ def test_unknown_watchdog_category_is_a_compile_error(tmp_path):
     with pytest.raises(CompileError) as exc:
         load_manifest(tmp_path / "m.yaml", workspace=tmp_path)
     assert "watchdog.disable" in str(exc.value) and "destructiv" in str(exc.value)
+
+
+def test_parsed_documents_are_cached_by_text_but_every_caller_gets_its_own_copy(tmp_path: Path) -> None:
+    from agentcore.api import parse_document
+
+    text = "name: a\ntools: [read]\nrules:\n  - {permission: read, pattern: '*', action: allow}\n"
+    first = parse_document(text, tmp_path / "m.yaml")
+    first["tools"].append("bash")  # a caller that changes what it was given
+    first["rules"][0]["action"] = "deny"
+    second = parse_document(text, tmp_path / "m.yaml")
+    assert second == {"name": "a", "tools": ["read"], "rules": [{"permission": "read", "pattern": "*", "action": "allow"}]}
+    # A broken document is refused every time (errors are never cached as results).
+    for _ in range(2):
+        with pytest.raises(ManifestError):
+            parse_document("a: 1\na: 2\n", tmp_path / "m.yaml")

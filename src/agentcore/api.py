@@ -55,7 +55,7 @@ from .manifest.compiled import load_manifest as _load_manifest
 from .manifest.compiled import load_project_rules as _load_project_rules
 from .manifest.loader import manifest_spec_from_dict, parse_document, read_manifest_spec
 from .manifest.schema import ManifestSpec
-from .mcp import McpHub, McpServer, plan_servers
+from .mcp.config import McpServer, plan_servers
 from .pipeline.engine import Engine as _Engine
 from .pipeline.engine import SubagentRunner
 from .pipeline.events import (
@@ -334,6 +334,8 @@ class Engine(_Engine):
         session = super().open_session(headless=headless, session_id=session_id, parent=parent, parent_call_id=parent_call_id,
                                        client_files=client_files)
         if parent is None and (self.manifest.mcp_servers or mcp_servers):
+            from .mcp.hub import McpHub  # only sessions with servers import the hub and its transports
+
             hub = McpHub(self.manifest, plan_servers(self.manifest, mcp_servers), environment=self.environment_name,
                          reserved_ids=self.catalog.ids())
             session.stores.tool_source = hub
@@ -347,6 +349,8 @@ class Engine(_Engine):
         Never includes an env or header value (only their names).
         """
         source = session.stores.tool_source
+        from .mcp.hub import McpHub
+
         if not isinstance(source, McpHub):
             return []
         await source.ready()

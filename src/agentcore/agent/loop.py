@@ -37,7 +37,7 @@ from ..api import Engine, Event, Session
 from .events import AgentEvent, MessageAdded, ModelDelta, ModelRetried, RunFinished, RunStarted
 from .messages import Message, ToolCallPart, ToolResultPart, user_message
 from .model import ModelClient, ModelTurn, ProviderError, RequestSettings, Usage
-from .prompt import system_prompt, tool_specs
+from .prompt import PromptCache
 
 _log = logging.getLogger("agentcore.agent")
 
@@ -119,6 +119,7 @@ class AgentLoop:
         self._observers: list[Any] = list(observers)
         self._runs: dict[str, _Run] = {}  # session id -> the run in progress
         self._call_ids: dict[str, set[str]] = {}
+        self._prompts = PromptCache()
         engine.subagent_runner = self._subagent
         self._forwarding = not _child  # a subagent's engine shares its parent's observer list: forward once
         if self._forwarding:
@@ -180,6 +181,7 @@ class AgentLoop:
             raise
         finally:
             self._runs.pop(session.id, None)
+            self._prompts.forget(session)
         return await self._finish(state, stop, error)
 
     def cancel(self, session: Session) -> None:
@@ -237,24 +239,25 @@ class AgentLoop:
         state.model_scope = None
         if state.cancelled:
             return None
-        system = system_prompt(self.engine, state.session)
-        tools = tool_specs(self.engine.tools(state.session))
+        system, tools = self._prompts.get(self.engine, state.session)
 
         async def on_delta(kind: str, text: str) -> None:
             await self._emit(ModelDelta(session_id=state.session.id, run_id=state.run_id, kind=kind, text=text))
 
         for attempt in range(1, self.retry.attempts + 1):
-            state.model_scope = anyio.CancelScope()
+            # One scope for both ends: `cancel` cancels it, and its deadline is the request's timeout.
+            state.model_scope = scope = anyio.CancelScope(deadline=anyio.current_time() + self.settings.timeout_s + 5)
             try:
-                with state.model_scope:
-                    with anyio.fail_after(self.settings.timeout_s + 5):
-                        turn = await self.model.request(system, state.history, tools, self.settings, on_delta)
+                with scope:
+                    turn = await self.model.request(system, state.history, tools, self.settings, on_delta)
                     state.usage.add(turn.usage)
                     return turn
-                return None  # cancelled
+                if state.cancelled or not scope.cancelled_caught:
+                    return None  # cancelled
+                error = ProviderError("model request timed out", retryable=True)
             except ProviderError as exc:
                 error = exc
-            except TimeoutError:
+            except TimeoutError:  # a client-side timeout inside the provider library
                 error = ProviderError("model request timed out", retryable=True)
             finally:
                 state.model_scope = None
@@ -279,9 +282,12 @@ class AgentLoop:
             if self._safe(state.session, calls[i]):
                 while j < len(calls) and self._safe(state.session, calls[j]):
                     j += 1
-            async with anyio.create_task_group() as tg:
-                for k in range(i, j):
-                    tg.start_soon(self._call, state, calls[k], results, k)
+            if j - i == 1:  # one call alone: a task group would only add its cost (~130 us a round trip, measured)
+                await self._call(state, calls[i], results, i)
+            else:
+                async with anyio.create_task_group() as tg:
+                    for k in range(i, j):
+                        tg.start_soon(self._call, state, calls[k], results, k)
             i = j
         return [r for r in results if r is not None]
 

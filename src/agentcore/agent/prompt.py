@@ -23,7 +23,31 @@ def tool_specs(tools: Sequence[Tool]) -> list[ToolSpec]:
     return [ToolSpec(t.id, t.description, t.parameters) for t in tools]
 
 
-def system_prompt(engine: Engine, session: Session) -> str:
+class PromptCache:
+    """The system prompt and tool definitions of a session, rebuilt only when what they list changes.
+
+    They change when `tool_search` discovers a tool, an MCP server lists its tools, or a skill
+    appears; the key holds exactly those, so a cached prompt is never stale.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[tuple[Any, ...], str, list[ToolSpec]]] = {}
+
+    def get(self, engine: Engine, session: Session) -> tuple[str, list[ToolSpec]]:
+        tools = engine.tools(session)
+        key = (tuple(id(t) for t in tools), tuple(available_skills(engine.manifest, session)), len(engine.searchable(session)))
+        hit = self._entries.get(session.id)
+        if hit is not None and hit[0] == key:
+            return hit[1], hit[2]
+        system, specs = system_prompt(engine, session, tools), tool_specs(tools)
+        self._entries[session.id] = (key, system, specs)
+        return system, specs
+
+    def forget(self, session: Session) -> None:
+        self._entries.pop(session.id, None)
+
+
+def system_prompt(engine: Engine, session: Session, tools: Sequence[Tool] | None = None) -> str:
     manifest = engine.manifest
     lines: list[str] = [manifest.spec.instructions.strip() or DEFAULT_INSTRUCTIONS, ""]
     roots = ", ".join(str(p) for p in manifest.workspace_roots)
@@ -33,7 +57,7 @@ def system_prompt(engine: Engine, session: Session) -> str:
         lines += ["", "Skills (load one with the `skill` tool when it fits the task):"]
         lines += [f"- {s.name}: {s.description}" for s in skills]
     lines += ["", "Tools:"]
-    lines += [f"- {t.id} ({t.kind}): {_first_sentence(t.description)}" for t in engine.tools(session)]
+    lines += [f"- {t.id} ({t.kind}): {_first_sentence(t.description)}" for t in (engine.tools(session) if tools is None else tools)]
     deferred = engine.searchable(session)
     if deferred:
         lines.append(f"- {len(deferred)} more tools are available through `tool_search`.")

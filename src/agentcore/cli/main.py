@@ -244,6 +244,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(json_output=args.json)
 
 
+_CORE_COMMANDS = frozenset({"manifest", "tools", "call", "explain", "demo"})
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
@@ -291,6 +294,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run a tour of the pipeline on an embedded manifest in a temporary workspace")
     demo.add_argument("--json", action="store_true", help="print every step's envelope as JSON")
     demo.set_defaults(func=cmd_demo)
+
+    if only in _CORE_COMMANDS:
+        return p  # the other commands' parsers import their modules: a one-shot `call` skips them
 
     from .acp_cmd import add_subcommand as add_acp_command
 

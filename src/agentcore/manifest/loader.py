@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
@@ -19,9 +21,8 @@ M = TypeVar("M", bound=BaseModel)
 
 def _parse(text: str, path: Path) -> tuple[Any, LineIndex]:
     try:
-        if path.suffix == ".json":
-            return load_json(text)
-        return load_yaml(text)
+        data, lines = _parse_text(text, path.suffix == ".json")
+        return copy.deepcopy(data), dict(lines)  # the cached values stay as parsed, whatever a caller does with its copy
     except StructureError as exc:
         # A duplicate key, an alias or deep nesting: the key path and the line, never a value.
         where = f"{path}:{exc.line}" if exc.line else str(path)
@@ -32,6 +33,13 @@ def _parse(text: str, path: Path) -> tuple[Any, LineIndex]:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ManifestError(f"invalid YAML: {getattr(exc, 'problem', None) or type(exc).__name__}", location=f"{path}{line}") from None
+
+
+@lru_cache(maxsize=32)
+def _parse_text(text: str, is_json: bool) -> tuple[Any, LineIndex]:
+    # Keyed by the exact text: a batch worker reads the same manifest and script for every task, and
+    # parsing YAML defensively costs milliseconds where a copy costs microseconds. Errors are not cached.
+    return load_json(text) if is_json else load_yaml(text)
 
 
 def parse_document(text: str, path: Path) -> Any:

@@ -11,7 +11,19 @@
 The MCP SDK (`mcp`) is imported only when a server starts.
 """
 
-from .config import McpServer, ServerPlan, plan_servers
-from .hub import McpHub
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __all__ = ["McpHub", "McpServer", "ServerPlan", "plan_servers"]
+
+# Names resolve on first use (PEP 562): `agentcore.api` needs only `config` to start, and a session
+# with no MCP server never pays for the hub, its sandboxed transports or the tool catalogue they pull in.
+_HOME = {"McpHub": ".hub", "McpServer": ".config", "ServerPlan": ".config", "plan_servers": ".config"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOME[name], __name__), name)
