@@ -321,3 +321,31 @@ async def test_headless_asks_are_denied_and_questions_refused(ws: Path, tmp_path
     results = tool_results(seen.of("message_added"))
     assert "headless run" in results["call_2"]["error_text"] or "headless" in results["call_2"]["error_text"]
     assert ALLOW_ALL  # the module's default rules are not what this test used
+
+
+class _Widget(Tool):
+    id = "widget_counter"
+    description = "Counts widgets in the warehouse."
+    parameters = {"type": "object", "properties": {}, "additionalProperties": False}
+
+    async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        return ToolResult(data={"count": 3})
+
+
+async def test_the_cached_prompt_follows_what_tool_search_wires_in(tmp_path: Path) -> None:
+    from agentcore.agent.prompt import PromptCache, system_prompt, tool_specs
+
+    catalog = build_catalog(plugins=False, extra=[_Widget()])
+    compiled = manifest(tmp_path, tools=("read", "tool_search"), deferred_tools=["widget_counter"], catalog=catalog)
+    engine = Engine(compiled, catalog=catalog, watchdog=AllowAllWatchdog())
+    cache = PromptCache()
+    with engine.open_session(headless=True) as session:
+        before, specs = cache.get(engine, session)
+        assert "widget_counter" not in [s.name for s in specs] and "1 more tools are available" in before
+        assert cache.get(engine, session)[0] is before  # nothing changed: the cached text itself
+        found = await engine.call(session, "tool_search", {"query": "count widgets"})
+        assert found.type == "output", found.to_dict()
+        after, specs = cache.get(engine, session)
+        assert "widget_counter" in [s.name for s in specs] and "- widget_counter (" in after
+        # Exactly what an uncached build gives.
+        assert after == system_prompt(engine, session) and specs == tool_specs(engine.tools(session))

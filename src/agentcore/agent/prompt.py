@@ -31,16 +31,17 @@ class PromptCache:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[tuple[Any, ...], str, list[ToolSpec]]] = {}
+        self._entries: dict[str, tuple[tuple[Tool, ...], tuple[Any, ...], str, list[ToolSpec]]] = {}
 
     def get(self, engine: Engine, session: Session) -> tuple[str, list[ToolSpec]]:
-        tools = engine.tools(session)
-        key = (tuple(id(t) for t in tools), tuple(available_skills(engine.manifest, session)), len(engine.searchable(session)))
+        tools = tuple(engine.tools(session))
+        key = (tuple(available_skills(engine.manifest, session)), len(engine.searchable(session)))
         hit = self._entries.get(session.id)
-        if hit is not None and hit[0] == key:
-            return hit[1], hit[2]
+        # Tools compare by identity; the entry holds them, so a freed tool's id is never reused under it.
+        if hit is not None and hit[1] == key and len(hit[0]) == len(tools) and all(a is b for a, b in zip(hit[0], tools)):
+            return hit[2], hit[3]
         system, specs = system_prompt(engine, session, tools), tool_specs(tools)
-        self._entries[session.id] = (key, system, specs)
+        self._entries[session.id] = (tools, key, system, specs)
         return system, specs
 
     def forget(self, session: Session) -> None:
