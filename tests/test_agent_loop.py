@@ -349,3 +349,26 @@ async def test_the_cached_prompt_follows_what_tool_search_wires_in(tmp_path: Pat
         assert "widget_counter" in [s.name for s in specs] and "- widget_counter (" in after
         # Exactly what an uncached build gives.
         assert after == system_prompt(engine, session) and specs == tool_specs(engine.tools(session))
+
+
+async def test_a_run_stopped_by_its_cap_keeps_that_reason_and_reports_the_unchecked_expectation(ws: Path, tmp_path: Path) -> None:
+    engine = Engine(manifest(ws), watchdog=AllowAllWatchdog())
+    script = write_script(tmp_path / "s.yaml", [
+        {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}, "expect": {"type": "output"}}]},
+        {"text": "never reached"},
+    ])
+    async with scripted_loop(engine, script, max_turn_requests=1) as (loop, _seen):
+        with engine.open_session() as session:
+            capped = await loop.run(session, "go")
+    # The cap is why it stopped (exit 3 for a CI operator), not "failed"; what went unchecked is still said.
+    assert capped.stop_reason == "max_turn_requests" and capped.error is None
+    assert capped.problems and "never sent back" in capped.problems[0]
+    # Control: a failed expectation on a run that ends normally is a failure.
+    wrong = write_script(tmp_path / "w.yaml", [
+        {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}, "expect": {"type": "error"}}]},
+        {"text": "done"},
+    ])
+    async with scripted_loop(engine, wrong) as (loop, _seen):
+        with engine.open_session() as session:
+            failed = await loop.run(session, "go")
+    assert failed.stop_reason == "failed" and failed.problems

@@ -218,7 +218,9 @@ class AgentLoop:
     async def _finish(self, state: _Run, stop: str, error: str | None) -> RunResult:
         text = next((m.text for m in reversed(state.added) if m.role == "assistant" and m.text), "")
         problems = self.model.problems() if state.session.parent is None else []
-        if problems and stop != "failed":
+        if problems and stop == "end_turn":
+            # Unmet expectations turn a normal end into a failure. Any other stop reason (the request cap,
+            # the token budget, a cancel) is why the run stopped, and it stays; the problems are reported beside it.
             stop, error = "failed", "the scripted model's expectations failed"
         await self._emit(RunFinished(session_id=state.session.id, run_id=state.run_id, stop_reason=stop, text=text,
                                      usage=state.usage.to_dict(), error=error))
