@@ -206,11 +206,12 @@ class AgentLoop:
                 turn = await self._request(state)
                 if turn is None:
                     return "cancelled", None
-                await self._add(state, Message("assistant", turn.parts), usage=turn.usage)
+                reply = Message("assistant", turn.parts)
+                await self._add(state, reply, usage=turn.usage)
                 stop = _stop_for(turn)
                 if stop is not None:
                     return stop, None
-                results = await self._run_tools(state, Message("assistant", turn.parts).tool_calls)
+                results = await self._run_tools(state, reply.tool_calls)
                 await self._add(state, Message("tool", tuple(results)))
         except _Failed as exc:
             return "failed", exc.message
@@ -229,6 +230,8 @@ class AgentLoop:
     async def _add(self, state: _Run, message: Message, usage: Usage | None = None) -> None:
         state.history.append(message)
         state.added.append(message)
+        if not self._observers:  # as in the engine: with nobody listening, no event is built
+            return
         await self._emit(MessageAdded(session_id=state.session.id, run_id=state.run_id, message=message,
                                       usage=usage.to_dict() if usage else None))
 
@@ -244,6 +247,8 @@ class AgentLoop:
         system, tools = self._prompts.get(self.engine, state.session)
 
         async def on_delta(kind: str, text: str) -> None:
+            if not self._observers:
+                return
             await self._emit(ModelDelta(session_id=state.session.id, run_id=state.run_id, kind=kind, text=text))
 
         for attempt in range(1, self.retry.attempts + 1):
