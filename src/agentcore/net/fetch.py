@@ -23,7 +23,8 @@ import anyio
 import httpcore
 import httpx
 
-from agentcore.net.hosts import CanonicalTarget, HostPattern, HostRefused, canonical_host, parse_url
+from agentcore.net.hosts import CanonicalTarget, HostPattern, HostRefused, parse_url
+from agentcore.net.pinning import pinned_backend
 from agentcore.net.vetting import AddressRefused, IPAddress, vet_target
 
 __all__ = ["FetchPolicy", "FetchRefused", "FetchResult", "PinnedTransport", "fetch_url", "html_to_markdown"]
@@ -95,49 +96,6 @@ class FetchResult:
 # pinned dialing
 
 
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Dials only the vetted addresses, and only for the vetted host:port."""
-
-    def __init__(self, host: str, port: int, addresses: Sequence[IPAddress]) -> None:
-        self._host = host
-        self._port = port
-        self._addresses = tuple(addresses)
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: object = None,
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            same = canonical_host(host) == self._host and port == self._port
-        except HostRefused:
-            same = False
-        if not same or not self._addresses:
-            raise httpcore.ConnectError("connection target differs from the vetted target")
-        failure: Exception = httpcore.ConnectError("no vetted address accepted the connection")
-        for address in self._addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    str(address), port, timeout=timeout, local_address=local_address,
-                    socket_options=socket_options,  # type: ignore[arg-type]
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        raise failure
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: object = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("unix sockets are not reachable from web_fetch")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
 class PinnedTransport(httpx.AsyncHTTPTransport):
     """An httpx transport whose connections go to *addresses* only.
 
@@ -157,7 +115,7 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
         context = ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False)
         super().__init__(verify=context, trust_env=False, retries=0)
         # httpx has no public hook for the network backend, so the pool it
-        # built is replaced by one that dials through _PinnedBackend.
+        # built is replaced by one that dials through the pinned backend.
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=context,
             max_connections=1,
@@ -165,7 +123,7 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
             http1=True,
             http2=False,
             retries=0,
-            network_backend=_PinnedBackend(host, port, addresses),
+            network_backend=pinned_backend(httpcore, host, port, addresses),
         )
 
 

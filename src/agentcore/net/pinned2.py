@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 import httpcore2
 import httpx2
 
-from agentcore.net.hosts import HostRefused, canonical_host
+from agentcore.net.pinning import pinned_backend
 from agentcore.net.vetting import IPAddress
 
 __all__ = ["BodyTooLarge", "PinnedTransport2"]
@@ -27,49 +27,6 @@ __all__ = ["BodyTooLarge", "PinnedTransport2"]
 
 class BodyTooLarge(httpx2.TransportError):
     """A response body exceeded the transport's bound."""
-
-
-class _PinnedBackend(httpcore2.AsyncNetworkBackend):
-    """Dials only the vetted addresses, and only for the vetted host:port."""
-
-    def __init__(self, host: str, port: int, addresses: Sequence[IPAddress]) -> None:
-        self._host = host
-        self._port = port
-        self._addresses = tuple(addresses)
-        self._inner = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: object = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        try:
-            same = canonical_host(host) == self._host and port == self._port
-        except HostRefused:
-            same = False
-        if not same or not self._addresses:
-            raise httpcore2.ConnectError("connection target differs from the vetted target")
-        failure: Exception = httpcore2.ConnectError("no vetted address accepted the connection")
-        for address in self._addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    str(address), port, timeout=timeout, local_address=local_address,
-                    socket_options=socket_options,  # type: ignore[arg-type]
-                )
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
-                failure = exc
-        raise failure
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: object = None
-    ) -> httpcore2.AsyncNetworkStream:
-        raise httpcore2.ConnectError("unix sockets are not reachable")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
 
 
 class _BoundedStream(httpx2.AsyncByteStream):
@@ -112,7 +69,7 @@ class PinnedTransport2(httpx2.AsyncHTTPTransport):
             http1=True,
             http2=False,
             retries=0,
-            network_backend=_PinnedBackend(host, port, addresses),
+            network_backend=pinned_backend(httpcore2, host, port, addresses),
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
