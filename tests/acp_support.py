@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,39 +18,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pytest
+from npm_support import install, missing
 
 NPM_PACKAGES = ("@agentclientprotocol/sdk@2.4.0", "acpx@0.1.15")
-NPM_DIR = Path(os.environ.get("AGENTCORE_TEST_NPM_DIR") or Path.home() / ".cache" / "agentcore-tests" / "npm")
-ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 AGENTCORE = str(Path(sys.executable).parent / "agentcore")
 
 
-def _missing(reason: str) -> None:
-    if ON_CI:
-        pytest.fail(f"{reason} (CI must have it)")
-    pytest.skip(reason)
 
 
-@lru_cache(maxsize=1)
-def _install() -> Path | None:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        return None
-    marker = NPM_DIR / ".installed"
-    want = "\n".join(NPM_PACKAGES)
-    if not (marker.exists() and marker.read_text() == want):
-        NPM_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund", "--silent", *NPM_PACKAGES],
-                       check=True, timeout=600)
-        marker.write_text(want)
-    return NPM_DIR
 
 
 def npm_dir() -> Path:
-    d = _install()
+    d = install("npm", NPM_PACKAGES)
     if d is None:
-        _missing("node and npm are needed for the ACP schema and the acpx client")
+        missing("node and npm are needed for the ACP schema and the acpx client")
     assert d is not None
     return d
 

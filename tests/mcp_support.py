@@ -20,17 +20,16 @@ import sysconfig
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from npm_support import ON_CI, install, missing
 
 HERE = Path(__file__).resolve().parent
 DEMO = HERE / "mcp_servers" / "demo_server.py"
 BAD = HERE / "mcp_servers" / "bad_server.py"
 PYTHON = sys.executable
-ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 NPM_PACKAGES = ("@modelcontextprotocol/server-filesystem@2026.8.31",)
-NPM_DIR = Path(os.environ.get("AGENTCORE_TEST_NPM_DIR") or Path.home() / ".cache" / "agentcore-tests" / "npm-mcp")
 ALLOW_ALL = [{"permission": "*", "pattern": "*", "action": "allow"}]
 
 
@@ -113,34 +112,15 @@ def require_bwrap() -> None:
         pytest.skip(f"!!! bwrap CANNOT START on this machine, MCP sandbox tests skipped: {exc.reason}")
 
 
-def _missing(reason: str) -> None:
-    import pytest
-
-    if ON_CI:
-        pytest.fail(f"{reason} (CI must have it)")
-    pytest.skip(reason)
 
 
-@lru_cache(maxsize=1)
-def _install() -> Path | None:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        return None
-    marker = NPM_DIR / ".installed"
-    want = "\n".join(NPM_PACKAGES)
-    if not (marker.exists() and marker.read_text() == want):
-        NPM_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund", "--silent", *NPM_PACKAGES],
-                       check=True, timeout=600)
-        marker.write_text(want)
-    return NPM_DIR
 
 
 def filesystem_server() -> tuple[str, str, Path]:
     """(node, the server's entry script, the npm directory) of the pinned reference filesystem server."""
-    d = _install()
+    d = install("npm-mcp", NPM_PACKAGES)
     if d is None:
-        _missing("node and npm are needed for the reference MCP filesystem server")
+        missing("node and npm are needed for the reference MCP filesystem server")
     assert d is not None
     entry = d / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
     node = shutil.which("node")
