@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from npm_support import install, missing
+from external_support import install, missing
 
 NPM_PACKAGES = ("@agentclientprotocol/sdk@2.4.0", "acpx@0.1.15")
 AGENTCORE = str(Path(sys.executable).parent / "agentcore")

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import pytest
 import yaml
+
+import external_support
 
 AGENTCORE = Path(sys.executable).parent / "agentcore"
 
@@ -76,16 +77,9 @@ TEMPLATE_FILES = {
 }
 
 
-def require_bwrap() -> None:
-    from agentcore.environments import EnvironmentUnavailable
-    from agentcore.environments.bwrap import bwrap_binary, self_test
 
-    try:
-        self_test(bwrap_binary())
-    except EnvironmentUnavailable as exc:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            raise
-        pytest.skip(f"!!! bwrap CANNOT START on this machine, batch tests with bash skipped: {exc.reason}")
+def require_bwrap() -> None:
+    external_support.require_bwrap("batch tests with bash")
 
 
 def put(root: Path, files: dict[str, str]) -> Path:

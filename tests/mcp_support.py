@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from npm_support import ON_CI, install, missing
+import external_support
+from external_support import install, missing
 
 HERE = Path(__file__).resolve().parent
 DEMO = HERE / "mcp_servers" / "demo_server.py"
@@ -98,18 +99,9 @@ def http_server(kind: str = "http", token: str | None = None) -> Iterator[int]:
         proc.wait()
 
 
+
 def require_bwrap() -> None:
-    import pytest
-
-    from agentcore.environments import EnvironmentUnavailable
-    from agentcore.environments.bwrap import bwrap_binary, self_test
-
-    try:
-        self_test(bwrap_binary())
-    except EnvironmentUnavailable as exc:
-        if ON_CI:
-            pytest.fail(f"bwrap cannot start on CI: {exc.reason}")
-        pytest.skip(f"!!! bwrap CANNOT START on this machine, MCP sandbox tests skipped: {exc.reason}")
+    external_support.require_bwrap("MCP sandbox tests")
 
 
 

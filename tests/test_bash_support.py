@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 import pytest
 
+import external_support
 from agentcore.envelope import Envelope
 
 ANY: dict[str, bool] = {"wildcard": True}
@@ -195,11 +196,6 @@ async def wait_for(condition: Callable[[], bool], *, timeout_s: float = 15.0, wh
         await anyio.sleep(0.01)
 
 
-def require_bwrap() -> None:
-    from agentcore.environments import EnvironmentUnavailable
-    from agentcore.environments.bwrap import bwrap_binary, self_test
 
-    try:
-        self_test(bwrap_binary())
-    except EnvironmentUnavailable as exc:
-        pytest.skip(f"!!! bwrap CANNOT START on this machine, bash sandbox tests skipped: {exc.reason}")
+def require_bwrap() -> None:
+    external_support.require_bwrap("bash sandbox tests")

@@ -1,8 +1,10 @@
-"""Pinned npm packages the tests run for real (the ACP schema and acpx, the reference MCP server).
+"""Real things the tests need from outside Python: a working bwrap, and pinned npm packages.
 
-Each group installs into a directory of its own under ~/.cache/agentcore-tests
-(or $AGENTCORE_TEST_NPM_DIR), once per package list. On CI a missing node or
-npm fails the test; elsewhere it skips with the reason.
+npm packages (the ACP schema and acpx, the reference MCP server) install, per
+group, into a directory of their own under ~/.cache/agentcore-tests (or
+$AGENTCORE_TEST_NPM_DIR), once per package list. On CI anything missing fails
+the test; elsewhere it skips with the reason (a bwrap skip says so loudly, and
+`.ci/run` fails on any such skip too).
 """
 
 from __future__ import annotations
@@ -40,3 +42,18 @@ def install(group: str, packages: tuple[str, ...]) -> Path | None:
                        check=True, timeout=600)
         marker.write_text(want)
     return where
+
+
+def require_bwrap(area: str) -> None:
+    """Fail on CI, or skip loudly elsewhere, when bwrap cannot start here; `area` names the tests that need it."""
+    import pytest
+
+    from agentcore.environments import EnvironmentUnavailable
+    from agentcore.environments.bwrap import bwrap_binary, self_test
+
+    try:
+        self_test(bwrap_binary())
+    except EnvironmentUnavailable as exc:
+        if ON_CI:
+            pytest.fail(f"bwrap cannot start on CI: {exc.reason}")
+        pytest.skip(f"!!! bwrap CANNOT START on this machine, {area} skipped: {exc.reason}")
