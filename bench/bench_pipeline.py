@@ -8,11 +8,11 @@ same tool's `execute` awaited directly. Overhead = median(call) - median(anchor)
 
 Targets: overhead <= 100 us (10 rules) and <= 200 us (1,000 rules). Also
 reported: the cost of the event stream when one no-op observer listens, and
-when nobody listens. With nobody listening no event object is built: what
-remains is one awaited hook per event that would have been emitted (the
-stage decisions), each returning at its `if c.observers` test. That is
-measured directly (the hook awaited with no observer, against an empty loop)
-and multiplied by the events a call emits.
+when nobody listens. With nobody listening no event object is built: the
+hot stage decisions test `c.observers` before awaiting the hook at all, and
+the rarer ones await a hook that returns at the same test. The figure is an
+upper bound: the hook awaited with no observer (against an empty loop),
+multiplied by the events a call emits, as if every site awaited it.
 The 1,000-rule manifest mixes tools, capabilities and actions with literal
 prefixes (realistic); an extra informational case uses 1,000 rules that all
 start with a wildcard, so the rule engine's literal-prefix filter cannot skip

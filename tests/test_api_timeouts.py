@@ -1,4 +1,6 @@
-"""Timeouts versus aborts (ORDER-6): each execution has its own nested cancel scope.
+"""Timeouts versus aborts (ORDER-6): a call has one cancel scope, and execution puts its time limit on it.
+
+What tells the two apart is whether the session aborted while the call ran.
 
 - The engine's time limit firing is a `limit`/`timeout` refusal, never an abort.
 - A session abort is `aborted`, never a timeout, even when the tool's cleanup
@@ -135,3 +137,34 @@ async def test_a_tools_own_timeout_error_is_not_the_engines_limit(write_manifest
     assert env.type == "error" and env.error_code == "timeout"
     assert env.refusal is None  # a tool error, not a `limit` refusal
     assert "own" in (env.error_text or "")
+
+
+async def test_an_earlier_abort_does_not_turn_a_later_timeout_into_an_abort(write_manifest: Callable[..., Path], workspace: Path) -> None:
+    """The call and its time limit share one cancel scope; what tells them apart is whether the session
+    aborted while this call ran, so an abort before the call started must not count."""
+    engine = _engine(write_manifest, workspace, Sleeper())
+    with engine.open_session() as session:
+        session.abort()  # nothing in flight: it reaches no call
+        env = await engine.call(session, "sleeper", {})
+    assert env.error_code == "timeout" and env.refusal == {"layer": "limit", "code": "timeout"}
+
+
+async def test_one_abort_ends_every_call_in_flight_as_aborted(write_manifest: Callable[..., Path], workspace: Path) -> None:
+    """Two calls in flight: the abort ends both, and neither is reported as a timeout."""
+    tools = [Sleeper(), Sleeper()]
+    tools[1].id = "sleeper2"
+    catalog = build_catalog(plugins=False, extra=tools)
+    path = write_manifest({"name": "t", "tools": ["sleeper", "sleeper2"], "rules": [{"permission": "*", "pattern": "*", "action": "allow"}]})
+    engine = Engine(load_manifest(path, workspace=workspace, catalog=catalog), catalog=catalog, watchdog=AllowAllWatchdog())
+    result: list[Envelope] = []
+    with engine.open_session() as session:
+        async with anyio.create_task_group() as tg:
+            for tool in tools:
+                async def run(tool_id: str = tool.id) -> None:
+                    result.append(await engine.call(session, tool_id, {}))
+
+                tg.start_soon(run)
+            for tool in tools:
+                await tool.started.wait()
+            session.abort()
+    assert sorted(e.error_code or "" for e in result) == ["aborted", "aborted"]

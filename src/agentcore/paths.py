@@ -29,6 +29,11 @@ def canonicalize(raw: str, base: Path) -> Path:
     resolved and the missing tail appended; a `..` inside the missing tail, a
     symlink loop or a dangling symlink cannot be resolved and is refused.
     """
+    return canonicalize_stat(raw, base)[0]
+
+
+def canonicalize_stat(raw: str, base: Path) -> tuple[Path, os.stat_result | None]:
+    """`canonicalize`, plus the stat of what the path names when it exists (None when it does not)."""
     if not isinstance(raw, str) or raw == "":
         raise PathRefused("bad_path", "the path is empty")
     if "\x00" in raw:
@@ -36,8 +41,11 @@ def canonicalize(raw: str, base: Path) -> Path:
     joined = os.path.join(os.fspath(base), os.path.expanduser(raw) if raw.startswith("~/") else raw)
     if not os.path.isabs(joined):
         raise PathRefused("bad_path", "the path is not absolute after joining with the workspace")
-    try:  # the common case, an existing path: one resolution
-        return Path(os.path.realpath(joined, strict=True))
+    found = _kernel_resolve(joined)  # the common case, an existing path
+    if found is not None:
+        return Path(found[0]), found[1]
+    try:
+        return Path(os.path.realpath(joined, strict=True)), None
     except OSError:
         pass
     tail: list[str] = []
@@ -58,7 +66,40 @@ def canonicalize(raw: str, base: Path) -> Path:
         if name == "..":
             raise PathRefused("unresolvable", "the path climbs out of a directory that does not exist")
         resolved = os.path.join(resolved, name)
-    return Path(resolved)
+    return Path(resolved), None
+
+
+_proc_fd = True  # cleared when /proc/self/fd cannot be read (no /proc mounted): realpath does it all then
+
+
+def _kernel_resolve(path: str) -> tuple[str, os.stat_result] | None:
+    """Let the kernel resolve an existing path: open O_PATH, read its /proc/self/fd link, fstat.
+
+    Three system calls instead of an lstat per component in `os.path.realpath`.
+    None (the caller falls back to realpath) whenever the answer is not a plain
+    absolute path of a file that is still linked: a pseudo-file, a magic link,
+    or something unlinked while we looked.
+    """
+    global _proc_fd
+    if not _proc_fd:
+        return None
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        st = os.fstat(fd)  # after the readlink: if it was unlinked before the name was read, nlink says so
+    except FileNotFoundError:
+        _proc_fd = False
+        return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not target.startswith("/") or st.st_nlink == 0:
+        return None
+    return target, st
 
 
 def is_within(path: Path | str, root: Path | str) -> bool:

@@ -100,6 +100,9 @@ class Session:
         self._session_rule_count = 0
         self._engine: RuleEvaluator | None = None
         self._scopes: set[anyio.CancelScope] = set()
+        # Counts abort() calls: a call whose scope was cancelled tells an abort
+        # from its own time limit by whether this moved while it ran (ORDER-6).
+        self.aborts = 0
         self._on_close: list[Callable[[], None]] = []
         self.closed = False
         # The model must be able to read its own sidecars even headless (TRUNC-6).
@@ -166,6 +169,7 @@ class Session:
 
     def abort(self) -> None:
         """Cancel every in-flight call of this session and of its children."""
+        self.aborts += 1
         for scope in list(self._scopes):
             scope.cancel()
         for child in self.children:

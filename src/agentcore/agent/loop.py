@@ -237,11 +237,12 @@ class AgentLoop:
 
     # -- the model ---------------------------------------------------------------------------
     async def _request(self, state: _Run) -> ModelTurn | None:
-        # The session's MCP tools are listed before tools are advertised; `cancel` reaches this wait too.
-        state.model_scope = anyio.CancelScope()
-        with state.model_scope:
-            await self.engine.ready(state.session)
-        state.model_scope = None
+        if self.engine.may_wait(state.session):
+            # The session's MCP tools are listed before tools are advertised; `cancel` reaches this wait too.
+            state.model_scope = anyio.CancelScope()
+            with state.model_scope:
+                await self.engine.ready(state.session)
+            state.model_scope = None
         if state.cancelled:
             return None
         system, tools = self._prompts.get(self.engine, state.session)
@@ -283,6 +284,9 @@ class AgentLoop:
     async def _run_tools(self, state: _Run, calls: Sequence[ToolCallPart]) -> list[ToolResultPart]:
         """Safe calls run in parallel with their safe neighbours; every other call alone, in order."""
         results: list[ToolResultPart | None] = [None] * len(calls)
+        if len(calls) == 1:  # the common turn: one call, nothing to group
+            await self._call(state, calls[0], results, 0)
+            return [r for r in results if r is not None]
         i = 0
         while i < len(calls):
             j = i + 1

@@ -14,7 +14,7 @@ from typing import Any
 from ..access import Access, FsAccess, NetAccess, ShellAccess
 from ..errors import Refusal
 from ..manifest.compiled import CompiledManifest
-from ..paths import canonicalize, is_within
+from ..paths import canonicalize_stat, is_within
 from ..protected import write_protection
 from ..rules.evaluator import Subject
 
@@ -35,7 +35,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
     from ..paths import PathRefused
 
     try:
-        path = canonicalize(access.path, base)
+        path, st = canonicalize_stat(access.path, base)
     except PathRefused as exc:
         raise CapabilityRefused(exc.code, f"{access.arg}: {exc.message}") from None
     p = os.fspath(path)
@@ -72,7 +72,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
         if not scope:
             raise CapabilityRefused("empty_scope", f"{access.arg}: the manifest grants no {capability} scope")
         raise CapabilityRefused("out_of_scope", f"{access.arg}: the path is outside the {capability} scope")
-    _refuse_hard_link(p, access.arg)
+    _refuse_hard_link(p, st, access.arg)
     out.resolved[access.arg] = path
     out.subjects.append(Subject(tool, capability, "path", p))
 
@@ -131,17 +131,18 @@ def _shell(access: ShellAccess, tool: str, manifest: CompiledManifest, base: Pat
     out.resolved[access.arg] = parsed
 
 
-def _refuse_hard_link(path: str, arg: str) -> None:
+def _refuse_hard_link(path: str, st: os.stat_result | None, arg: str) -> None:
     """A regular file with other hard links cannot be proven in scope (CAP-13).
 
     Its path is in scope, but the same inode may have a name anywhere else: a
     write in place would change that other file, a read would show it. Only
     regular files count (every directory has two or more links).
     """
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return  # missing (a file to create): nothing is linked yet
+    if st is None:  # not given by the resolution: look now
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return  # missing (a file to create): nothing is linked yet
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         raise CapabilityRefused("hard_link", f"{arg}: the file has other hard links, which may lie outside the scope")
 

@@ -122,7 +122,7 @@ class _Call:
     decisions: list[Decision] = field(default_factory=list)
     verdict: Verdict = field(default_factory=Verdict.allow)
     would_ask: bool = False
-    abort_scope: anyio.CancelScope | None = None
+    scope: anyio.CancelScope | None = None
 
     @property
     def kind(self) -> str:
@@ -165,6 +165,7 @@ class Engine:
         self._environment: Environment | None = None
         self._policy: SandboxPolicy | None = None
         self._verified = False
+        self._stages = tuple(getattr(self, name) for name in self._STAGES)  # bound once, not looked up per call
 
     # -- observers ----------------------------------------------------------------
     def add_observer(self, observer: Observer) -> None:
@@ -235,6 +236,10 @@ class Engine:
             out += [e.tool.id for e in source.entries() if e.deferred and e.tool.id not in found]
         return out
 
+    def may_wait(self, session: Session) -> bool:
+        """Whether `ready` can wait at all: only a session with tools of its own to list (MCP servers) ever does."""
+        return session.stores.tool_source is not None
+
     async def ready(self, session: Session) -> None:
         """Wait until the session's own tools (its MCP servers') are listed; hosts call it before advertising tools."""
         source = session.stores.tool_source
@@ -269,18 +274,20 @@ class Engine:
         c = _Call(session, tool_id, args, call_id or _new_call_id(), _NO_TRACE, True, observers)
         # One cancel scope per call, tracked by the session: an abort reaches the
         # call wherever it is, a pending ask included, and ends it in an envelope.
-        c.abort_scope = anyio.CancelScope()
-        session.track(c.abort_scope)
+        # Execution puts its time limit on this same scope (one scope, not two nested).
+        scope = c.scope = anyio.CancelScope()
+        aborts = session.aborts
+        session.track(scope)
         env: Envelope | None = None
         try:
-            with c.abort_scope:
+            with scope:
                 env = await self._run(c)
         except Exception as exc:  # ORDER-3: a bug anywhere still ends in exactly one envelope
             env = _error(c, "internal_error", f"internal error while handling the call ({type(exc).__name__})")
         finally:
-            session.untrack(c.abort_scope)
-        if env is None:  # the abort scope was cancelled: the session was aborted
-            env = _error(c, "aborted", "the call was aborted")
+            session.untrack(scope)
+        if env is None:  # the scope was cancelled: an abort if the session aborted meanwhile, else the time limit
+            env = _error(c, "aborted", "the call was aborted") if session.aborts != aborts else _time_limit(c)
         env.duration_ms = int((time.perf_counter() - started) * 1000)
         if c.observers:
             await self._emit(c, CallFinished(**c.event_ids(), tool=tool_id, envelope=env))
@@ -377,8 +384,8 @@ class Engine:
     _STAGES = ("_stage_lookup", "_stage_schema", "_stage_capability", "_stage_rules", "_stage_watchdog", "_stage_ask", "_stage_environment")
 
     async def _run(self, c: _Call) -> Envelope:
-        for name in self._STAGES:
-            refused = await getattr(self, name)(c)
+        for stage in self._stages:
+            refused = await stage(c)
             if refused is not None:
                 return refused
         if c.would_ask:  # explain: the call would stop here for a human
@@ -423,7 +430,8 @@ class Engine:
             c.trace.add("schema", "deny", message=c.schema_problem)
             return await self._deny(c, "schema", "invalid_arguments", f"invalid arguments: {c.schema_problem}")
         c.trace.add("schema", "allow")
-        await self._decided(c, "schema", "allow")
+        if c.observers:  # no coroutine at all when nobody listens
+            await self._decided(c, "schema", "allow")
         return None
 
     async def _stage_capability(self, c: _Call) -> Envelope | None:
@@ -439,7 +447,8 @@ class Engine:
             return await self._deny(c, "schema", exc.code, exc.message)
         if c.trace.enabled:
             c.trace.add("capability", "allow", checks=c.cap.checks)
-        await self._decided(c, "capability", "allow")
+        if c.observers:
+            await self._decided(c, "capability", "allow")
         return None
 
     async def _stage_rules(self, c: _Call) -> Envelope | None:
@@ -450,7 +459,8 @@ class Engine:
             c.trace.add("permission", c.worst.action, subjects=subjects)
         if c.worst.action == "deny":
             return await self._rule_refusal(c, c.worst)
-        await self._decided(c, "permission", c.worst.action)
+        if c.observers:
+            await self._decided(c, "permission", c.worst.action)
         return None
 
     async def _stage_watchdog(self, c: _Call) -> Envelope | None:
@@ -468,13 +478,14 @@ class Engine:
         except Exception as exc:  # a broken watchdog refuses; it never lets a call through
             c.trace.add("watchdog", "deny", code="watchdog_error", error=type(exc).__name__)
             return await self._deny(c, "watchdog", "watchdog_error", "the watchdog failed, so the call was refused")
-        c.verdict = _remembered(c.session, _args_digest(c.tool_id, c.args), verdict)
+        c.verdict = _remembered(c.session, c.tool_id, c.args, verdict)
         v = c.verdict
         c.trace.add("watchdog", v.action, category=v.category or None, reason=v.reason or None)
         if v.action == "deny":
             text = f"refused by the watchdog: {v.reason or v.category}"
             return await self._deny(c, "watchdog", v.category or "watchdog", text)
-        await self._decided(c, "watchdog", v.action, reason=v.reason or None)
+        if c.observers:
+            await self._decided(c, "watchdog", v.action, reason=v.reason or None)
         return None
 
     async def _stage_ask(self, c: _Call) -> Envelope | None:
@@ -582,25 +593,27 @@ class Engine:
         tool = c.tool
         assert tool is not None
         runtime = self._runtime(c)
-        await self._decided(c, "execution", "allow")
-        # A scope of its own for the time limit, inside the call's abort scope:
-        # its deadline firing is a timeout, an outer cancel is an abort (ORDER-6).
-        result: ToolResult | None = None
-        with anyio.move_on_after(tool.default_timeout_s + 5.0) as deadline:
-            try:
-                result = await tool.execute(c.args, runtime)
-            except TimeoutError:  # the tool's own timeout, not the engine's limit
-                return _error(c, "timeout", "the tool gave up waiting (a timeout of its own)")
-            except ToolFailure as exc:
-                if exc.code == "symlink_race":  # the tree changed under the check: a capability refusal after all
-                    return _refusal(c, "capability", exc.code, exc.message)
-                return _error(c, exc.code, exc.message)
-            except Refusal as exc:
-                return _refusal(c, exc.layer, exc.code, exc.message)
-            except Exception as exc:  # a tool bug must still end in an envelope
-                return _failure_envelope(c, exc)
-        if deadline.cancelled_caught:
-            return _refusal(c, "limit", "timeout", "the tool did not finish within its time limit")
+        if c.observers:
+            await self._decided(c, "execution", "allow")
+        # The time limit goes on the call's scope: its deadline firing leaves the
+        # call without an envelope, which call() reports as a timeout unless the
+        # session aborted meanwhile (ORDER-6). Nothing awaits between the tool's
+        # return and the scope's exit, so a late deadline cannot undo a result.
+        scope = c.scope
+        assert scope is not None
+        scope.deadline = anyio.current_time() + tool.default_timeout_s + 5.0
+        try:
+            result = await tool.execute(c.args, runtime)
+        except TimeoutError:  # the tool's own timeout, not the engine's limit
+            return _error(c, "timeout", "the tool gave up waiting (a timeout of its own)")
+        except ToolFailure as exc:
+            if exc.code == "symlink_race":  # the tree changed under the check: a capability refusal after all
+                return _refusal(c, "capability", exc.code, exc.message)
+            return _error(c, exc.code, exc.message)
+        except Refusal as exc:
+            return _refusal(c, exc.layer, exc.code, exc.message)
+        except Exception as exc:  # a tool bug must still end in an envelope
+            return _failure_envelope(c, exc)
         if not isinstance(result, ToolResult):
             return _error(c, "internal_error", f"internal error in tool {c.tool_id} (no result)")
         if not tool.own_truncation and not result.truncated and result.output_path is None:
@@ -698,10 +711,11 @@ def _ask_subjects(decisions: Sequence[Decision]) -> tuple[Subject, ...]:
     return tuple(d.subject for d in decisions if d.action == "ask" and d.subject is not None)
 
 
-def _remembered(session: Session, digest: tuple[str, str], verdict: Verdict) -> Verdict:
+def _remembered(session: Session, tool_id: str, args: Any, verdict: Verdict) -> Verdict:
     """A watchdog `ask` this session already answered "always" for this exact call."""
     if verdict.action != "ask":
         return verdict
+    digest = _args_digest(tool_id, args)  # only an ask needs it: most calls never pay for the JSON
     if digest in session.stores.watchdog_approvals:
         return Verdict("allow", "approved earlier in this session", verdict.category)
     if digest in session.stores.watchdog_rejections:
@@ -712,6 +726,10 @@ def _remembered(session: Session, digest: tuple[str, str], verdict: Verdict) -> 
 def _refusal(c: _Call, layer: str, code: str, text: str, **extra: Any) -> Envelope:
     refusal = {"layer": layer, "code": code, **{k: v for k, v in extra.items() if v is not None}}
     return Envelope(type="error", error_text=text, kind=c.kind, tool=c.tool_id, refusal=refusal, error_code=code)
+
+
+def _time_limit(c: _Call) -> Envelope:
+    return _refusal(c, "limit", "timeout", "the tool did not finish within its time limit")
 
 
 def _error(c: _Call, code: str, text: str) -> Envelope:
