@@ -116,17 +116,31 @@ class _Worker:
         assert proc.stdin is not None and proc.stdout is not None
         replies = BufferedByteReceiveStream(proc.stdout)
         while True:
-            while len(self.inflight) < self.slots and queue:
-                spec = queue.popleft()
-                self.inflight[spec.id] = (spec, time.time(), time.perf_counter())
-                on_start(spec)
-                await proc.stdin.send((json.dumps({"spec": spec.to_dict()}) + "\n").encode())
+            await self._refill(proc, queue, on_start)
             if not self.inflight:
                 return
             reply = json.loads(await replies.receive_until(b"\n", MAX_REPLY_BYTES))
             self.inflight.pop(reply["id"])
             self.finished += 1
+            # The freed slot gets its next task before the result is absorbed (recording merged, line
+            # printed): the worker computes while the driver does its part. A worker that broke meanwhile
+            # still has this result absorbed before it is declared lost (every task is reported once).
+            broken: Exception | None = None
+            try:
+                await self._refill(proc, queue, on_start)
+            except Exception as exc:
+                broken = exc
             await on_done(reply["result"], Path(reply["recording"]) if reply.get("recording") else None)
+            if broken is not None:
+                raise broken
+
+    async def _refill(self, proc: Process, queue: deque[TaskSpec], on_start: OnStart) -> None:
+        assert proc.stdin is not None
+        while len(self.inflight) < self.slots and queue:
+            spec = queue.popleft()
+            self.inflight[spec.id] = (spec, time.time(), time.perf_counter())
+            on_start(spec)
+            await proc.stdin.send((json.dumps({"spec": spec.to_dict()}) + "\n").encode())
 
     async def _lost(self, proc: Process, on_done: OnDone) -> None:
         with anyio.move_on_after(STOP_GRACE_S):
