@@ -25,6 +25,8 @@ time per call is reported as a load-independent figure.
 
 Targets: peak RSS increase <= 64 MiB; throughput >= 0.5x the anchor. Also
 checked: the sidecar holds exactly N bytes, and closing the session removes it.
+The manifest raises `limits.sidecar_bytes` (and the session's) above N: the
+default cap (64 MiB, TRUNC-9) would stop the command there.
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ def child(size: int, rounds: int) -> dict[str, Any]:
                 "shell": [{"cmd": "head", "args": ["-c", {"wildcard": True}, "/dev/zero"]}],
             },
             "rules": [{"permission": "bash", "pattern": "head -c * /dev/zero", "action": "allow"}],
+            # The default sidecar cap (TRUNC-9) would stop the command at 64 MiB: raised here so the whole
+            # GiB goes through, which is what this benchmark measures.
+            "limits": {"sidecar_bytes": 2 * size, "session_sidecar_bytes": 2 * size},
         }))
         engine = Engine(load_manifest(mpath, workspace=ws))
 
