@@ -90,6 +90,7 @@ async def test_safe_calls_run_together_and_the_others_alone_in_order(ws: Path, t
     ])
     async with scripted_loop(engine, script) as (loop, seen):
         with engine.open_session() as session:
+            assert not engine.may_wait(session)  # no MCP server: the loop has nothing to wait for
             result = await loop.run(session, "go")
     assert result.stop_reason == "end_turn" and result.tool_calls == 5
     log = gate.log

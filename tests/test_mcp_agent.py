@@ -51,6 +51,7 @@ async def test_tool_search_finds_and_wires_in_deferred_mcp_tools_through_the_age
         {"text": "Done."},
     ])
     with engine.open_session() as session:
+        assert engine.may_wait(session)  # its MCP servers are listed before the first request
         async with scripted_loop(engine, script) as (loop, seen):
             watching = Watching(loop.model)
             loop.model = watching
