@@ -358,6 +358,32 @@ def test_absorbing_a_workers_database_keeps_its_order_and_refuses_duplicates(lab
         assert [rec._db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("sessions", "messages", "parts", "events")] == counts
 
 
+def test_absorbing_what_a_worker_of_this_version_did_not_write(tmp_path: Path) -> None:
+    """Only a database at this schema is attached as it is; anything else goes through `connect`, which migrates an
+    older one and refuses a newer one or a file that is not a database, with a RecorderError. The batch database
+    stays usable after each refusal (nothing is left attached)."""
+    import sqlite3
+
+    from agentcore.recorder.store import SCHEMA_VERSION, Recorder, RecorderError
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    newer = tmp_path / "newer.db"
+    with sqlite3.connect(newer) as conn:
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    older = tmp_path / "older.db"  # schema version 0: nothing in it yet
+    sqlite3.connect(older).close()
+    with Recorder(tmp_path / "main.db") as rec:
+        with pytest.raises(RecorderError, match="not a usable session database"):
+            rec.absorb(garbage)
+        with pytest.raises(RecorderError, match=f"schema version {SCHEMA_VERSION + 1}"):
+            rec.absorb(newer)
+        assert rec.absorb(older) == []  # migrated to this schema, then attached: no sessions to copy
+        with sqlite3.connect(older) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert "src" not in {row[1] for row in rec._db.execute("PRAGMA database_list")}  # nothing left attached
+
+
 # -- Ray without an address --------------------------------------------------------------------------------
 
 

@@ -359,9 +359,7 @@ class Recorder:
         row ids are renumbered (in order, so messages, parts and events load as they were written).
         All or nothing: a session id this database already has is an error, and nothing is copied.
         """
-        src = connect(Path(other))  # migrates an older one to this schema first
-        src.close()
-        self._db.execute("ATTACH DATABASE ? AS src", (os.fspath(other),))
+        self._attach(os.fspath(other))
         try:
             ids = [r[0] for r in self._db.execute("SELECT id FROM src.sessions ORDER BY rowid")]
             clash = self._db.execute("SELECT id FROM main.sessions WHERE id IN (SELECT id FROM src.sessions) LIMIT 1").fetchone()
@@ -373,6 +371,30 @@ class Recorder:
         finally:
             self._db.execute("DETACH DATABASE src")
         return ids
+
+    def _attach(self, path: str) -> None:
+        """Attach `path` as `src`, at this schema.
+
+        A worker of this agentcore wrote it at this schema: attached as it is.
+        Anything else (an older schema, a newer one, not a database) goes through
+        `connect` first, which migrates it or says why it cannot be read. Opening
+        a second connection for every worker database cost the batch driver more
+        than copying its rows.
+        """
+        try:
+            self._db.execute("ATTACH DATABASE ? AS src", (path,))
+        except sqlite3.DatabaseError:
+            connect(Path(path)).close()  # raises RecorderError with the reason
+            raise
+        try:
+            version = self._db.execute("PRAGMA src.user_version").fetchone()[0]
+        except sqlite3.DatabaseError:
+            version = None  # not readable as it is: connect() below says why
+        if version == SCHEMA_VERSION:
+            return
+        self._db.execute("DETACH DATABASE src")
+        connect(Path(path)).close()
+        self._db.execute("ATTACH DATABASE ? AS src", (path,))
 
     def _copy_rows(self) -> None:
         offset = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM main.messages").fetchone()[0]
