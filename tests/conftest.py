@@ -247,10 +247,7 @@ def make_agent(engine: Callable[..., Engine], open_session: Callable[..., Sessio
 @pytest.fixture
 def lab() -> Iterator[Any]:
     """A throwaway tree for the bash tests: root/ws, root/outside, root/ws_evil (see test_bash_support.lab_tree)."""
-    try:
-        from test_bash_support import lab_tree, require_bwrap
-    except ImportError:  # pragma: no cover - tests imported as a package
-        from tests.test_bash_support import lab_tree, require_bwrap
+    from test_bash_support import lab_tree, require_bwrap
 
     require_bwrap()
     with lab_tree() as tree:
@@ -260,10 +257,7 @@ def lab() -> Iterator[Any]:
 @pytest.fixture
 def agent_for(make_agent: Callable[..., Agent], lab: Any) -> Callable[..., Agent]:
     """`agent_for(shell, **bash_manifest_kwargs)`: an engine with the DEFAULT watchdog over the lab workspace."""
-    try:
-        from test_bash_support import bash_manifest
-    except ImportError:  # pragma: no cover - tests imported as a package
-        from tests.test_bash_support import bash_manifest
+    from test_bash_support import bash_manifest
 
     def make(shell: Sequence[Mapping[str, Any]], **kw: Any) -> Agent:
         return make_agent(lab.ws, bash_manifest(shell, **kw), engine_kwargs={"watchdog": "default"})

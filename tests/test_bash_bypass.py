@@ -18,33 +18,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-try:
-    from test_bash_support import (
-        Lab,
-        allow,
-        arity,
-        assert_os_refused,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-        lab_tree,
-        require_bwrap,
-    )
-except ImportError:  # pragma: no cover - imported as a package from the repository root
-    from tests.test_bash_support import (
-        Lab,
-        allow,
-        arity,
-        assert_os_refused,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-        lab_tree,
-        require_bwrap,
-    )
-
 from agentcore.watchdog import Verdict, WatchdogCall
 from agentcore.watchdog.default import default_watchdog_for
+from test_bash_support import (
+    Lab,
+    allow,
+    arity,
+    assert_os_refused,
+    assert_ran,
+    assert_refused,
+    bash_manifest,
+    lab_tree,
+    require_bwrap,
+)
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

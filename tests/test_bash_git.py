@@ -25,10 +25,7 @@ from typing import Any
 
 import pytest
 
-try:
-    from test_bash_support import Lab, arity, assert_ran, assert_refused, bash_manifest
-except ImportError:  # pragma: no cover - imported as a package from the repository root
-    from tests.test_bash_support import Lab, arity, assert_ran, assert_refused, bash_manifest
+from test_bash_support import Lab, arity, assert_ran, assert_refused, bash_manifest
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

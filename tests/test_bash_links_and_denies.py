@@ -23,10 +23,7 @@ from typing import Any
 
 import pytest
 
-try:
-    from test_bash_support import ALLOW_ALL, Lab, arity, assert_ran, bash_manifest
-except ImportError:  # pragma: no cover - imported as a package from the repository root
-    from tests.test_bash_support import ALLOW_ALL, Lab, arity, assert_ran, bash_manifest
+from test_bash_support import ALLOW_ALL, Lab, arity, assert_ran, bash_manifest
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio, pytest.mark.timeout(120)]
 

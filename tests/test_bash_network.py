@@ -12,24 +12,14 @@ from typing import Any
 
 import pytest
 
-try:
-    from test_bash_support import (
-        Lab,
-        arity,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-    )
-    from test_net_servers import RecordingServer, Reply, Seen, Sentinel
-except ImportError:  # pragma: no cover - imported as a package from the repository root
-    from tests.test_bash_support import (
-        Lab,
-        arity,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-    )
-    from tests.test_net_servers import RecordingServer, Reply, Seen, Sentinel
+from test_bash_support import (
+    Lab,
+    arity,
+    assert_ran,
+    assert_refused,
+    bash_manifest,
+)
+from test_net_servers import RecordingServer, Reply, Seen, Sentinel
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

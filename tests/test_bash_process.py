@@ -17,37 +17,22 @@ from typing import Any
 import anyio
 import pytest
 
-try:
-    from test_bash_support import (
-        ALLOW_ALL,
-        Lab,
-        allow,
-        arity,
-        assert_os_refused,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-        live_pids_with,
-        wait_for,
-    )
-except ImportError:  # pragma: no cover
-    from tests.test_bash_support import (
-        ALLOW_ALL,
-        Lab,
-        allow,
-        arity,
-        assert_os_refused,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-        live_pids_with,
-        wait_for,
-    )
-
 from agentcore.api import Engine, load_manifest, load_project_rules
 from agentcore.asking import ScriptedBroker
 from agentcore.envelope import Envelope
 from agentcore.watchdog.default import default_watchdog_for
+from test_bash_support import (
+    ALLOW_ALL,
+    Lab,
+    allow,
+    arity,
+    assert_os_refused,
+    assert_ran,
+    assert_refused,
+    bash_manifest,
+    live_pids_with,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

@@ -16,32 +16,18 @@ from typing import Any
 
 import pytest
 
-try:
-    from test_bash_support import (
-        ALLOW_ALL,
-        OS_REFUSALS,
-        Lab,
-        allow,
-        arity,
-        assert_os_refused,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-    )
-    from test_net_servers import RecordingServer, Reply, Sentinel
-except ImportError:  # pragma: no cover - imported as a package from the repository root
-    from tests.test_bash_support import (
-        ALLOW_ALL,
-        OS_REFUSALS,
-        Lab,
-        allow,
-        arity,
-        assert_os_refused,
-        assert_ran,
-        assert_refused,
-        bash_manifest,
-    )
-    from tests.test_net_servers import RecordingServer, Reply, Sentinel
+from test_bash_support import (
+    ALLOW_ALL,
+    OS_REFUSALS,
+    Lab,
+    allow,
+    arity,
+    assert_os_refused,
+    assert_ran,
+    assert_refused,
+    bash_manifest,
+)
+from test_net_servers import RecordingServer, Reply, Sentinel
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

@@ -20,12 +20,8 @@ from typing import Any
 
 import pytest
 
-try:
-    from test_bash_support import Lab, arity, assert_ran
-except ImportError:  # pragma: no cover - imported as a package from the repository root
-    from tests.test_bash_support import Lab, arity, assert_ran
-
 from agentcore.environments.bwrap import SYSTEM_DIRS
+from test_bash_support import Lab, arity, assert_ran
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio, pytest.mark.timeout(120)]
 

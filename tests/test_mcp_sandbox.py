@@ -23,11 +23,7 @@ import pytest
 
 from agentcore.api import AllowAllWatchdog, Engine, compile_manifest
 from mcp_support import manifest, require_bwrap, server
-
-try:
-    from test_net_servers import RecordingServer, Reply
-except ImportError:  # pragma: no cover - imported as a package
-    from tests.test_net_servers import RecordingServer, Reply
+from test_net_servers import RecordingServer, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 

@@ -16,11 +16,7 @@ import pytest
 
 from agentcore.net.fetch import FetchPolicy, FetchRefused, PinnedTransport, fetch_url, html_to_markdown
 from agentcore.net.hosts import compile_host_pattern
-
-try:
-    from test_net_servers import RecordingServer, Reply, Sentinel, read_until_eof
-except ImportError:  # tests/ became a package
-    from tests.test_net_servers import RecordingServer, Reply, Sentinel, read_until_eof
+from test_net_servers import RecordingServer, Reply, Sentinel, read_until_eof
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -21,11 +21,7 @@ import pytest
 import agentcore.net.relay as relay_module
 from agentcore.net.hosts import compile_host_pattern
 from agentcore.net.proxy import FilteringProxy
-
-try:
-    from test_net_servers import RecordingServer, Reply, Sentinel
-except ImportError:  # tests/ became a package
-    from tests.test_net_servers import RecordingServer, Reply, Sentinel
+from test_net_servers import RecordingServer, Reply, Sentinel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

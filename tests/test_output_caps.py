@@ -21,11 +21,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-try:
-    from test_bash_support import allow, arity, assert_ran, live_pids_with, wait_for
-except ImportError:  # pragma: no cover
-    from tests.test_bash_support import allow, arity, assert_ran, live_pids_with, wait_for
-
 from agentcore.api import Engine, load_manifest
 from agentcore.envelope import Envelope
 from agentcore.errors import OutputCapped
@@ -35,6 +30,7 @@ from agentcore.session import Session
 from agentcore.tools._rg import rg_output
 from agentcore.truncation import ByteSpool, LineSpool, SidecarAllowance, SidecarBudget
 from agentcore.watchdog import AllowAllWatchdog
+from test_bash_support import allow, arity, assert_ran, live_pids_with, wait_for
 
 MiB = 1 << 20
 KILLED = (128 + 15, 128 + 9)  # the runtime's SIGTERM, or the SIGKILL after its grace
@@ -317,10 +313,7 @@ def test_line_spool_sidecar_holds_whole_lines_within_the_cap(tmp_path_factory: p
 
 @pytest.mark.anyio
 async def test_web_fetch_content_is_capped_in_the_sidecar(tmp_path: Path) -> None:
-    try:
-        from test_tools_web_fetch import Server, make_engine
-    except ImportError:  # pragma: no cover
-        from tests.test_tools_web_fetch import Server, make_engine
+    from test_tools_web_fetch import Server, make_engine
 
     body = b"".join(b"line %07d\n" for i in range(100_000))  # 1.3 MB of text
     srv = Server({"/big": (200, {"Content-Type": "text/plain; charset=utf-8"}, body)})
