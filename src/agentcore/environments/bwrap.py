@@ -770,6 +770,27 @@ def with_filter_fd(cmd: Sequence[str], filter_fd: int) -> list[str]:
     return [str(filter_fd) if a == SECCOMP_FD_SHOWN else a for a in cmd]
 
 
+def _take_channel(channel: socket.socket | None, policy: SandboxPolicy, handed: list[int]) -> int | None:
+    """The proxy channel's descriptor, added to `handed`, when the policy's network is "proxy"; any other
+    channel is closed (the policy has no use for it)."""
+    if channel is None:
+        return None
+    fd = channel.detach()
+    if policy.network != "proxy":
+        os.close(fd)
+        return None
+    handed.append(fd)
+    return fd
+
+
+def _check_startable(policy: SandboxPolicy, channel_fd: int | None) -> None:
+    """What must hold before any sandbox starts: a working bwrap, a valid environment, the proxy's channel."""
+    self_test(bwrap_binary())
+    _validate_env(policy)
+    if policy.network == "proxy" and channel_fd is None:
+        raise EnvironmentUnavailable("network 'proxy' needs the channel to the filtering proxy")
+
+
 class BwrapEnvironment(Environment):
     name = "bwrap"
 
@@ -794,6 +815,14 @@ class BwrapEnvironment(Environment):
         out += ["--chdir", os.path.realpath(policy.cwd), "--", *command]
         return out
 
+    def _leased_command(self, argv: Sequence[str], policy: SandboxPolicy, fds: list[int], handed: list[int], channel_fd: int | None) -> list[str]:
+        """The command line for one run, planned under the placeholder lease `fds`: what looks missing now is
+        what bwrap will create. The seccomp filter's descriptor joins `handed`."""
+        plan = build_plan(policy)
+        _register(fds, policy, plan.placeholders)
+        handed.append(seccomp.filter_fd())
+        return self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
+
     def command_line(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
         _validate_env(policy)
         seccomp.program()
@@ -809,26 +838,12 @@ class BwrapEnvironment(Environment):
         channel: socket.socket | None = None,
     ) -> ProcessOutcome:
         handed: list[int] = []  # descriptors the sandbox inherits; ours to close until run_process_group takes them
-        channel_fd: int | None = None
-        if channel is not None:
-            fd = channel.detach()
-            if policy.network == "proxy":
-                handed.append(fd)
-                channel_fd = fd
-            else:
-                os.close(fd)  # a channel the policy has no use for
+        channel_fd = _take_channel(channel, policy, handed)
         owned = True
         try:
-            self_test(bwrap_binary())
-            _validate_env(policy)
-            if policy.network == "proxy" and channel_fd is None:
-                raise EnvironmentUnavailable("network 'proxy' needs the channel to the filtering proxy")
+            _check_startable(policy, channel_fd)
             async with _placeholder_lease(policy) as fds:
-                # Planned under the lock: what looks missing now is what bwrap will create.
-                plan = build_plan(policy)
-                _register(fds, policy, plan.placeholders)
-                handed.append(seccomp.filter_fd())
-                cmd = self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
+                cmd = self._leased_command(argv, policy, fds, handed, channel_fd)
                 owned = False
                 return await run_process_group(cmd, cwd="/", env={}, timeout_s=timeout_s, sink=sink, pass_fds=handed)
         finally:
@@ -849,25 +864,12 @@ class BwrapEnvironment(Environment):
         process is closed (`aclose` releases it once the sandbox is gone).
         """
         handed: list[int] = []
-        channel_fd: int | None = None
-        if channel is not None:
-            fd = channel.detach()
-            if policy.network == "proxy":
-                handed.append(fd)
-                channel_fd = fd
-            else:
-                os.close(fd)
+        channel_fd = _take_channel(channel, policy, handed)
         stack = AsyncExitStack()
         try:
-            self_test(bwrap_binary())
-            _validate_env(policy)
-            if policy.network == "proxy" and channel_fd is None:
-                raise EnvironmentUnavailable("network 'proxy' needs the channel to the filtering proxy")
+            _check_startable(policy, channel_fd)
             fds = await stack.enter_async_context(_placeholder_lease(policy))
-            plan = build_plan(policy)
-            _register(fds, policy, plan.placeholders)
-            handed.append(seccomp.filter_fd())
-            cmd = self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
+            cmd = self._leased_command(argv, policy, fds, handed, channel_fd)
         except BaseException:
             for fd in handed:
                 os.close(fd)
