@@ -284,13 +284,11 @@ class AgentLoop:
     async def _run_tools(self, state: _Run, calls: Sequence[ToolCallPart]) -> list[ToolResultPart]:
         """Safe calls run in parallel with their safe neighbours; every other call alone, in order."""
         results: list[ToolResultPart | None] = [None] * len(calls)
-        if len(calls) == 1:  # the common turn: one call, nothing to group
-            await self._call(state, calls[0], results, 0)
-            return [r for r in results if r is not None]
         i = 0
         while i < len(calls):
             j = i + 1
-            if self._safe(state.session, calls[i]):
+            # The last call has no neighbour to run with: no need to ask whether it is safe (a lone call, the common turn).
+            if j < len(calls) and self._safe(state.session, calls[i]):
                 while j < len(calls) and self._safe(state.session, calls[j]):
                     j += 1
             if j - i == 1:  # one call alone: a task group would only add its cost (~130 us a round trip, measured)
