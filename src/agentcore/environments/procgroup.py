@@ -14,6 +14,8 @@ fractions of a millisecond matter):
   empty — no stream wrapper, and far fewer wake-ups for large output;
 - the exit is awaited on a pidfd (Linux >= 5.3): asyncio's own subprocess
   support starts a watcher thread per child, which costs more than the child;
+- one task waits on one epoll set holding both the pipe and the pidfd,
+  rather than a reader task beside a waiting one;
 - the spawn itself (`subprocess.Popen`, a vfork/exec) runs in the event loop
   thread: handing it to a worker thread measured slower, not faster.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -207,6 +210,75 @@ def _spawn(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str], out_fd:
         raise
 
 
+async def _supervise(child: Child, fd: int, sink: OutputSink, state: _PumpState) -> None:
+    """Copy the pipe into `sink` until the leader exits, SIGKILL what is left of its group, read on to EOF.
+
+    One task waits on one epoll set holding the pipe and the pidfd: a reader task
+    beside a waiting one cost two more loop rounds per call. After the leader
+    exits, the rest of the output gets `DRAIN_GRACE_S` (a holder that left the
+    group keeps the pipe open). A failing or full sink is recorded in `state` and ends it.
+    """
+    unchecked = 0  # bytes read since our last checkpoint (see read_fd)
+
+    async def ready_output() -> bool:
+        """Deliver what the pipe holds now; True at EOF or when the sink failed."""
+        nonlocal unchecked
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                state.eof.set()
+                return True
+            if not await _deliver(sink, chunk, state):
+                return True
+            unchecked += len(chunk) + 16384
+            if unchecked >= CHUNK:
+                await checkpoint()
+                unchecked = 0
+
+    with select.epoll(2) as ready:
+        ready.register(fd, select.EPOLLIN)
+        if child.pidfd is not None:
+            ready.register(child.pidfd, select.EPOLLIN)
+        eof, delay = False, 0.001
+        while child.proc.poll() is None:
+            if not eof and await ready_output():
+                if not state.eof.is_set():
+                    return  # the sink failed or is full
+                eof = True
+                ready.unregister(fd)
+            if child.pidfd is not None:
+                await anyio.wait_readable(ready.fileno())
+            else:
+                # No pidfd: poll the exit, sleeping on the pipe (if still open) in between.
+                with anyio.move_on_after(delay):
+                    await (anyio.sleep_forever() if eof else anyio.wait_readable(fd))
+                delay = min(delay * 2, _POLL_MAX_S)
+            unchecked = 0
+    # The leader is gone: whatever is left in its group is a straggler. (A member
+    # still alive keeps the group id reserved, so this cannot hit a recycled group
+    # unless the group is already empty.)
+    _killpg(child.pid, signal.SIGKILL)
+    with anyio.move_on_after(DRAIN_GRACE_S):
+        while not eof and not await ready_output():
+            await anyio.wait_readable(fd)
+
+
+async def _deliver(sink: OutputSink, chunk: bytes, state: _PumpState) -> bool:
+    """Write `chunk` to `sink`; False (recorded in `state`) when the sink is full or failed."""
+    try:
+        await sink.write(chunk)
+    except OutputCapped:
+        state.capped = True
+        return False
+    except Exception as exc:
+        state.sink_error = exc
+        return False
+    return True
+
+
 async def run_process_group(
     argv: Sequence[str],
     *,
@@ -239,16 +311,7 @@ async def run_process_group(
     state = _PumpState()
     try:
         with anyio.move_on_after(timeout_s) as deadline:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_pump, fd, sink, state, tg.cancel_scope)
-                await child.wait()
-                # The leader is gone: whatever is left in its group is a straggler.
-                # (A member still alive keeps the group id reserved, so this cannot
-                # hit a recycled group unless the group is already empty.)
-                _killpg(child.pid, signal.SIGKILL)
-                with anyio.move_on_after(DRAIN_GRACE_S):
-                    await state.eof.wait()
-                tg.cancel_scope.cancel()  # a holder that left the group keeps the pipe open: stop reading
+            await _supervise(child, fd, sink, state)
         if state.sink_error is not None:
             raise state.sink_error
         if state.capped:

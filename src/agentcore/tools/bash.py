@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -26,6 +28,34 @@ from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
 SHELL = "/bin/bash"
+# A tree walk that took less than this last time runs on the event loop: handing it to a
+# worker thread and back costs 0.1-0.2 ms, more than the walk of a small workspace.
+INLINE_WALK_S = 0.001
+_WALK_COSTS_MAX = 64
+_walk_costs: dict[tuple[object, ...], float] = {}  # (what, write roots) -> seconds the last walk took
+T = TypeVar("T")
+
+
+async def _walk(what: str, roots: tuple[object, ...], fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, a walk of the trees under `roots`: on the loop when the last one there was quick, else in a thread.
+
+    The first walk of a tree always goes to a thread, and a walk that turns slow
+    blocks the loop once at most before its successors move off it again.
+    """
+    key = (what, roots)
+
+    def timed() -> T:
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            if len(_walk_costs) >= _WALK_COSTS_MAX:
+                _walk_costs.clear()
+            _walk_costs[key] = time.perf_counter() - start
+
+    if _walk_costs.get(key, INLINE_WALK_S) < INLINE_WALK_S:
+        return timed()
+    return await anyio.to_thread.run_sync(timed)
 
 
 class BashTool(Tool):
@@ -64,7 +94,7 @@ class BashTool(Tool):
         policy = runtime.proc.policy
         prepared: callguard.Prepared | None = None
         if policy is not None:
-            prepared = await anyio.to_thread.run_sync(self.prepare, policy, runtime.manifest)
+            prepared = await _walk("prepare", policy.write_roots, self.prepare, policy, runtime.manifest)
             if getattr(runtime.proc.environment, "name", None) != "bwrap":
                 # Nothing mounts placeholders there: an empty `.git` the command made is its own, not a mount point.
                 prepared = dataclasses.replace(prepared, placeholders=())
@@ -101,7 +131,7 @@ class BashTool(Tool):
     @staticmethod
     async def _sweep(prepared: callguard.Prepared) -> int:
         try:
-            report = await anyio.to_thread.run_sync(callguard.finish, prepared)
+            report = await _walk("sweep", prepared.policy.write_roots, callguard.finish, prepared)
         except guard.GuardError:
             raise ToolFailure("unavailable", "the sandbox could not remove protected files the command created; check the workspace") from None
         return report.removed
