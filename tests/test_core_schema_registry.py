@@ -273,3 +273,29 @@ def test_a_catalogue_loads_only_the_tools_it_is_asked_for(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['agentcore.tools.read']"
+
+
+def test_jsonschema_is_imported_for_the_first_call_not_before(tmp_path: Path) -> None:
+    """A run's first model request needs the engine, the system prompt and the tool definitions, none of
+    which needs jsonschema (about 35 ms to import); the first call's schema stage does, and still refuses."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    code = (
+        "import sys, anyio\n"
+        "from agentcore.api import Engine, compile_manifest\n"
+        "from agentcore.agent.prompt import PromptCache\n"
+        "m = compile_manifest({'name': 'n', 'tools': ['read', 'write'], 'requires': {'fs': {'read': ['{workspace}/**']}},"
+        " 'rules': [{'permission': '*', 'pattern': '*', 'action': 'allow'}]}, workspace=sys.argv[1])\n"
+        "e = Engine(m)\n"
+        "with e.open_session() as s:\n"
+        "    system, specs = PromptCache().get(e, s)\n"
+        "    before = 'jsonschema' in sys.modules\n"
+        "    bad = anyio.run(e.call, s, 'read', {'path': 'a.txt', 'unexpected': 1})\n"
+        "    good = anyio.run(e.call, s, 'read', {'path': 'a.txt'})\n"
+        "print(before, sorted(x.name for x in specs), bad.to_dict()['metadata']['refusal']['layer'], good.type)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "['read',", "'write']", "schema", "output"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+if TYPE_CHECKING:  # the validator comes built from the registry: nothing here needs jsonschema at run time
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 from ..textdata import MAX_DEPTH, too_deep
 

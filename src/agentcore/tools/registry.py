@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Callable, Iterable, Iterator
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..errors import RegistryError
 from ..vocabulary import ACP_KINDS, LOCKED_IDS
 from .base import Tool
+
+if TYPE_CHECKING:
+    # Imported where a schema is first checked or a validator first built (about 35 ms):
+    # a run's first model request needs neither.
+    from jsonschema import Draft202012Validator
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -87,6 +89,9 @@ class ToolRegistry:
         if not isinstance(getattr(tool, "description", None), str) or not tool.description.strip():
             raise RegistryError(f"tool {tid!r} has no description")
         if not trusted:  # the locked tools' schemas are checked by the test suite, not at every start
+            from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
+
             try:
                 Draft202012Validator.check_schema(tool.parameters)
             except SchemaError as exc:
@@ -146,6 +151,8 @@ class ToolRegistry:
     def validator(self, tool_id: str) -> Draft202012Validator:
         found = self._validators.get(tool_id)
         if found is None:
+            from jsonschema import Draft202012Validator
+
             found = Draft202012Validator(self.get(tool_id).parameters, format_checker=Draft202012Validator.FORMAT_CHECKER)
             self._validators[tool_id] = found
         return found
