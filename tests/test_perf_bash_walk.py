@@ -57,3 +57,12 @@ async def test_an_exception_in_an_inline_walk_propagates_and_is_still_timed() ->
     with pytest.raises(ValueError, match="walk failed"):
         await bash._walk("t", roots, boom)
     assert ("t", roots) in bash._walk_costs
+
+
+async def test_a_walk_told_not_to_run_inline_goes_to_a_thread_however_quick_the_last_was() -> None:
+    loop_thread = threading.get_ident()
+    roots = (f"/nonexistent/{time.monotonic_ns()}",)
+    await bash._walk("sweep", roots, _where)
+    assert await bash._walk("sweep", roots, _where) == loop_thread
+    assert await bash._walk("sweep", roots, _where, inline=False) != loop_thread  # after a long command
+    assert await bash._walk("sweep", roots, _where) == loop_thread

@@ -31,16 +31,19 @@ SHELL = "/bin/bash"
 # A tree walk that took less than this last time runs on the event loop: handing it to a
 # worker thread and back costs 0.1-0.2 ms, more than the walk of a small workspace.
 INLINE_WALK_S = 0.001
+# A command that ran longer than this may have made a tree too big to sweep quickly: its sweep goes to a thread.
+INLINE_SWEEP_AFTER_S = 0.05
 _WALK_COSTS_MAX = 64
 _walk_costs: dict[tuple[object, ...], float] = {}  # (what, write roots) -> seconds the last walk took
 T = TypeVar("T")
 
 
-async def _walk(what: str, roots: tuple[object, ...], fn: Callable[..., T], *args: Any) -> T:
+async def _walk(what: str, roots: tuple[object, ...], fn: Callable[..., T], *args: Any, inline: bool = True) -> T:
     """`fn(*args)`, a walk of the trees under `roots`: on the loop when the last one there was quick, else in a thread.
 
     The first walk of a tree always goes to a thread, and a walk that turns slow
     blocks the loop once at most before its successors move off it again.
+    `inline=False` sends this one to a thread whatever the last one cost.
     """
     key = (what, roots)
 
@@ -53,7 +56,7 @@ async def _walk(what: str, roots: tuple[object, ...], fn: Callable[..., T], *arg
                 _walk_costs.clear()
             _walk_costs[key] = time.perf_counter() - start
 
-    if _walk_costs.get(key, INLINE_WALK_S) < INLINE_WALK_S:
+    if inline and _walk_costs.get(key, INLINE_WALK_S) < INLINE_WALK_S:
         return timed()
     return await anyio.to_thread.run_sync(timed)
 
@@ -100,6 +103,7 @@ class BashTool(Tool):
                 prepared = dataclasses.replace(prepared, placeholders=())
             policy = prepared.policy
         argv = self.command_argv(args)
+        started = time.perf_counter()
         try:
             if policy is not None and policy.network == "proxy":
                 outcome = await self._run_with_proxy(argv, runtime, policy, timeout, sink)
@@ -112,7 +116,7 @@ class BashTool(Tool):
             if prepared is not None:
                 # Whatever ended the command (its exit, the timeout, an abort), nothing protected it made stays.
                 with anyio.CancelScope(shield=True):
-                    swept = await self._sweep(prepared)
+                    swept = await self._sweep(prepared, quick=time.perf_counter() - started < INLINE_SWEEP_AFTER_S)
         exit_code = outcome.exit_code
         if exit_code is None and outcome.term_signal:
             exit_code = 128 + outcome.term_signal  # as the shell reports it, in every environment (SHELL-9)
@@ -129,9 +133,10 @@ class BashTool(Tool):
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
     @staticmethod
-    async def _sweep(prepared: callguard.Prepared) -> int:
+    async def _sweep(prepared: callguard.Prepared, *, quick: bool) -> int:
+        """Remove what the command left that is protected; on the loop only after a `quick` command (see `_walk`)."""
         try:
-            report = await _walk("sweep", prepared.policy.write_roots, callguard.finish, prepared)
+            report = await _walk("sweep", prepared.policy.write_roots, callguard.finish, prepared, inline=quick)
         except guard.GuardError:
             raise ToolFailure("unavailable", "the sandbox could not remove protected files the command created; check the workspace") from None
         return report.removed
