@@ -428,3 +428,48 @@ async def test_sandboxed_process_reaches_only_listed_hosts(
     assert out == {"interfaces": ["lo"], "direct": "refused", "allowed": "hello from upstream", "unlisted": 403}
     assert guard.connection_count() == 0
     assert [entry["decision"] for entry in log] == ["allow", "deny"]
+
+
+async def test_a_cancel_in_the_loop_round_that_finds_the_channel_closed_is_clean() -> None:
+    """The sandbox ending wakes the caller, which cancels the proxy, in the same loop round as the channel
+    becomes readable (its other end gone). A reader callback that resolves an already cancelled future
+    raises InvalidStateError out of the event loop (the anyio test runner re-raises it); the proxy's own
+    wait on the channel must not have one. Each round is arranged exactly: the channel's end is closed,
+    this task yields once (so it runs first in the next round), and the next round's select finds the channel."""
+    proxy = FilteringProxy((), lambda entry: None)
+    for _ in range(20):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        async with anyio.create_task_group() as tg:
+            await tg.start(proxy.serve_channel, ours)
+            await anyio.wait_all_tasks_blocked()  # the proxy waits on the channel
+            theirs.close()
+            await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+        assert ours.fileno() == -1  # the proxy closed the channel it owned
+
+
+async def test_the_channel_survives_more_descriptors_than_it_takes_at_once(web: RecordingServer) -> None:
+    """Six descriptors in one message: the kernel keeps four (the rest are closed, never served), and the
+    channel goes on serving the next connection."""
+    decisions: list[dict[str, Any]] = []
+    proxy = FilteringProxy((compile_host_pattern(f"127.0.0.1:{web.port}"),), decisions.append)
+    ours, sender = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    extra = [socket.socketpair() for _ in range(3)]
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(proxy.serve_channel, ours)
+            socket.send_fds(sender, [b"c"], [a.fileno() for a, _ in extra] + [b.fileno() for _, b in extra])
+            with socket.create_server(("127.0.0.1", 0)) as listener:
+                client = socket.create_connection(listener.getsockname())
+                accepted, _ = listener.accept()
+                socket.send_fds(sender, [b"c"], [accepted.fileno()])
+                accepted.close()
+                client.sendall(f"GET http://127.0.0.1:{web.port}/hello HTTP/1.1\r\nHost: 127.0.0.1:{web.port}\r\n\r\n".encode())
+                reply = await anyio.to_thread.run_sync(client.recv, 4096)
+                client.close()
+            sender.close()
+    finally:
+        for a, b in extra:
+            a.close()
+            b.close()
+    assert reply.startswith(b"HTTP/1.1 200") and [r.path for r in web.requests] == ["/hello"]

@@ -116,26 +116,33 @@ class FilteringProxy:
         closed unread: the channel's sender lives inside the sandbox and is
         trusted with nothing.
         """
-        stream = await anyio.abc.UNIXSocketStream.from_socket(channel)
-        async with stream, anyio.create_task_group() as group:
-            task_status.started()
-            while True:
-                try:
-                    _, fds = await stream.receive_fds(1, 4)
-                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    break
-                except RuntimeError:
-                    break  # ancillary data other than descriptors: stop listening to this sender
-                for fd in fds:
-                    sock = _adopt_tcp(fd)
-                    if sock is None:
-                        continue
-                    if self._active >= MAX_CONNECTIONS:
-                        sock.close()
-                        continue
-                    client = await anyio.abc.SocketStream.from_socket(sock)
-                    self._active += 1  # counted before the task starts: the bound holds for a burst
-                    group.start_soon(self._handle, client)
+        channel.setblocking(False)
+        with channel:
+            async with anyio.create_task_group() as group:
+                task_status.started()
+                while (fds := await _receive_fds(channel, 4)) is not None:
+                    self._adopt(fds, group)
+
+    def _adopt(self, fds: list[int], group: anyio.abc.TaskGroup) -> None:
+        """Serve each received descriptor that is a connected TCP socket, within MAX_CONNECTIONS; close the rest."""
+        for fd in fds:
+            sock = _adopt_tcp(fd)
+            if sock is None:
+                continue
+            if self._active >= MAX_CONNECTIONS:
+                sock.close()
+                continue
+            self._active += 1  # counted before the task starts: the bound holds for a burst
+            group.start_soon(self._serve_socket, sock)
+
+    async def _serve_socket(self, sock: socket.socket) -> None:
+        try:
+            client = await anyio.abc.SocketStream.from_socket(sock)
+        except BaseException:
+            sock.close()
+            self._active -= 1
+            raise
+        await self._handle(client)
 
     # ---------------------------------------------------------------- handling
 
@@ -259,6 +266,30 @@ class FilteringProxy:
 
 # ---------------------------------------------------------------------------
 # helpers
+
+
+async def _receive_fds(channel: socket.socket, maxfds: int) -> list[int] | None:
+    """The descriptors sent with the next byte on the non-blocking stream socket `channel`; None at its end.
+
+    Not anyio's `UNIXSocketStream.receive_fds`: its reader callback resolves a
+    future that a cancellation may already have cancelled, which the event loop
+    then reports as an InvalidStateError when the channel becomes readable as
+    the proxy is cancelled (the sandbox ending). `anyio.wait_readable` guards it.
+    Other ancillary data is dropped by the kernel or ignored; a broken channel ends it.
+    """
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(channel, 1, maxfds, socket.MSG_CMSG_CLOEXEC)
+        except BlockingIOError:
+            await anyio.wait_readable(channel)
+            continue
+        except OSError:
+            return None
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return fds
 
 
 def _adopt_tcp(fd: int) -> socket.socket | None:
