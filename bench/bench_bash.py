@@ -22,9 +22,9 @@ same tree.
 
 Also the per-call walk (`environments/calltree.scan`) on a writable tree of
 20,000 entries (2,000 quick), which since revision 3 looks for hard links
-(ENV-13): `fresh` lstats every regular file (the first walk, or one after a
-directory changed), `reused` is a walk of the same unchanged tree, which
-lstats directories only. Anchors in the same run: the same tree walked by a
+(ENV-13): `fresh` lists every directory and lstats every regular file (the
+first walk), `reused` is a walk of the same unchanged tree, which lstats
+each directory and reuses its listing and the links found. Anchors in the same run: the same tree walked by a
 bare `os.scandir` loop without lstat (what the walk cost before), and
 `find -type f -links +1` (the same question asked by a C program).
 """
@@ -150,6 +150,7 @@ def walk_cost(quick: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
         def fresh() -> None:
             calltree._cache.clear()
+            calltree._listings.clear()
             calltree.scan([root])
 
         sides = {

@@ -221,3 +221,92 @@ def test_a_recently_modified_tree_is_not_reused(tmp_path: Path) -> None:
     assert scan([ws]).linked == ()
     os.link(ws / "d" / "f", out / "other")  # no walked directory changes
     assert scan([ws]).linked == (ws / "d" / "f",)
+
+
+# -- directory listings reused between walks (ctime-keyed) -------------------------------------------
+
+OLDER_THAN_VOLATILE_S = 0.06  # the listings' ctimes must be older than calltree.VOLATILE_NS (50 ms) to be reused
+
+MUTATION = st.tuples(st.sampled_from(["file", "dir", "remove", "rename", "utime"]), st.lists(NAMES, min_size=1, max_size=3))
+
+
+def _build(ws: Path, tree: list[list[str]]) -> None:
+    for parts in tree:
+        target = ws.joinpath(*parts)
+        if any(p.is_file() for p in [ws.joinpath(*parts[:i]) for i in range(1, len(parts))]) or target.is_dir():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_text("x")
+
+
+def _mutate(ws: Path, kind: str, parts: list[str]) -> None:
+    import shutil
+
+    target = ws.joinpath(*parts)
+    parent = target.parent
+    if any(p.is_file() for p in [parent, *parent.parents] if ws in p.parents):
+        return
+    parent.mkdir(parents=True, exist_ok=True)
+    if kind == "file" and not target.exists():
+        target.write_text("y")
+    elif kind == "dir" and not target.exists():
+        target.mkdir()
+    elif kind == "remove" and target.exists():
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    elif kind == "rename" and target.exists():
+        target.rename(parent / (target.name + ".pem"))
+    elif kind == "utime":
+        # A command setting a directory's mtime back after changing it: ctime still moves, so it is seen.
+        before = os.stat(parent)
+        (parent / "planted.pem").write_text("z")
+        os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=st.lists(st.lists(NAMES, min_size=1, max_size=4), max_size=12), mutations=st.lists(MUTATION, max_size=4))
+def test_a_walk_reusing_listings_finds_what_a_fresh_walk_finds(tmp_path_factory, tree, mutations) -> None:  # type: ignore[no-untyped-def]
+    """Walk, let the listings age past the volatile window, change the tree (including a changed directory
+    whose mtime is set back), walk again: the result equals a walk with every listing forgotten."""
+    import time
+
+    from agentcore.environments import calltree
+
+    ws = tmp_path_factory.mktemp("ws")
+    _build(ws, tree)
+    reads, writes = denies(ws, "**/*.pem", "**/private/**"), denies(ws, "**/*.lock", writes=True)
+
+    def walk() -> object:
+        return scan([ws], [ws], reads, writes)
+
+    time.sleep(OLDER_THAN_VOLATILE_S)  # the tree's age is what makes its listings reusable
+    walk()
+    assert calltree._listings  # remembered
+    for kind, parts in mutations:
+        _mutate(ws, kind, parts)
+    reused = walk()
+    calltree._listings.clear()
+    assert reused == walk()
+
+
+def test_listings_are_reused_only_while_a_directory_keeps_its_ctime(tmp_path: Path) -> None:
+    import time
+
+    from agentcore.environments import calltree
+
+    ws = tmp_path / "ws"
+    (ws / "a" / "b").mkdir(parents=True)
+    (ws / "a" / "b" / "f.txt").write_text("x")
+    reads = denies(ws, "**/*.pem")
+    time.sleep(OLDER_THAN_VOLATILE_S)
+    calltree._listings.clear()
+    assert scan([ws], [ws], reads).denied == ()
+    listed = next(iter(calltree._listings.values()))
+    assert all(v.ident is not None for v in listed.values())  # old enough: every listing may be reused
+    before = os.stat(ws / "a" / "b")
+    (ws / "a" / "b" / "key.pem").write_text("secret")
+    os.utime(ws / "a" / "b", ns=(before.st_atime_ns, before.st_mtime_ns))  # the mtime set back
+    assert scan([ws], [ws], reads).denied == (ws / "a" / "b" / "key.pem",)
+    # Just listed, within the volatile window: not reusable next time, whatever its ctime then.
+    listed = next(iter(calltree._listings.values()))
+    assert listed[os.fspath(ws / "a" / "b")].ident is None

@@ -30,6 +30,14 @@ do that gives a file another name changes a walked directory (or happens
 where the walk does not look anyway); what the reuse can miss is another
 program on the host giving an unchanged file a new name outside the walk,
 until some walked directory changes.
+
+The walk itself is incremental too: what it found in each directory is kept
+per walk configuration and reused while the directory's `(dev, ino, ctime)`
+is unchanged (`_Listing`). ctime, not mtime: a command can set a directory's
+mtime back after planting a file in it, but no process can set a ctime. A
+directory listed within `VOLATILE_NS` of its ctime is listed again next time.
+Each directory still costs one lstat per walk: 35 ms became 8 ms for a
+settled tree of 20,000 entries.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +63,9 @@ SETTLED_NS = 3_000_000_000  # a directory modified less than this before a walk 
 _CACHE_MAX = 16
 _cache: dict[tuple[object, ...], tuple[tuple[tuple[str, int, int, int], ...], dict[tuple[int, int], list[tuple[str, bool]]], dict[tuple[int, int], int]]] = {}
 _cache_lock = threading.Lock()
+VOLATILE_NS = 50_000_000  # 50 ms: above any filesystem timestamp granularity Linux uses (HZ >= 100)
+# Per walk configuration: each directory's last listing (see `_Listing`).
+_listings: dict[tuple[object, ...], dict[str, "_Listing"]] = {}
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,7 @@ class _Links:
     hunt: bool
     groups: dict[tuple[int, int], list[tuple[str, bool]]] = field(default_factory=dict)
     nlink: dict[tuple[int, int], int] = field(default_factory=dict)
-    pending: list[tuple[os.DirEntry[str], bool]] = field(default_factory=list)
+    pending: list[tuple[str, bool]] = field(default_factory=list)  # regular files: (path, writable)
     dirs: list[tuple[str, int, int, int]] = field(default_factory=list)  # (path, dev, ino, mtime) of every directory walked
     settled: bool = True  # no directory walked was modified within SETTLED_NS of the walk
     started: int = field(default_factory=time.time_ns)
@@ -100,17 +111,18 @@ class _Links:
         inodes = linked_inodes(denied)
         return cls(inodes, hunt=bool(inodes) or wildcard_read_denies)
 
-    def visit(self, directory: str) -> None:
+    def visit(self, directory: str) -> os.stat_result | None:
         try:
             st = os.lstat(directory)
         except OSError:
             st = None
         if st is None:
             self.dirs.append((directory, -1, -1, -1))
-            return
+            return None
         self.dirs.append((directory, st.st_dev, st.st_ino, st.st_mtime_ns))
         if st.st_mtime_ns > self.started - SETTLED_NS:
             self.settled = False
+        return st
 
     def settle(self, key: tuple[object, ...]) -> None:
         """Fill `groups`: from the last walk of the same roots if no directory changed since, else by lstat."""
@@ -120,14 +132,14 @@ class _Links:
         if hit is not None and hit[0] == fingerprint:
             self.groups, self.nlink = hit[1], hit[2]
             return
-        for entry, writable in self.pending:
+        for path, writable in self.pending:
             try:
-                st = entry.stat(follow_symlinks=False)
+                st = os.lstat(path)
             except OSError:
                 continue
             if st.st_nlink > 1:
                 ino = (st.st_dev, st.st_ino)
-                self.groups.setdefault(ino, []).append((entry.path, writable))
+                self.groups.setdefault(ino, []).append((path, writable))
                 self.nlink[ino] = st.st_nlink
         with _cache_lock:
             if self.settled:
@@ -161,6 +173,81 @@ def _outermost_roots(roots: Iterable[Path]) -> list[Path]:
     return out
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """What the walk found in one directory, kept for the next walk with the same configuration.
+
+    Reused only while the directory's (dev, ino, ctime) is unchanged: adding,
+    removing or renaming an entry changes its ctime, and no process can set a
+    ctime back (an mtime can be). A directory whose ctime was within
+    VOLATILE_NS of its listing is listed again regardless: the filesystem clock
+    is coarser than ours, so a change in the same tick would keep the ctime.
+    """
+
+    ident: tuple[int, int, int] | None  # (dev, ino, ctime_ns) before the listing; None: not reusable
+    writable: bool
+    count: int  # entries, for the walk's bound
+    files: tuple[tuple[str, bool], ...]  # regular files whose link count matters: (path, writable)
+    denied: tuple[str, ...]  # matched by a wildcard read deny
+    protected: tuple[str, ...]  # write-denied, protected names, a repository's hooks and config
+    subdirs: tuple[tuple[str, bool], ...]  # to walk next, in push order: (path, writable)
+
+    def still(self, st: os.stat_result | None, writable: bool) -> bool:
+        return st is not None and self.ident == (st.st_dev, st.st_ino, st.st_ctime_ns) and self.writable == writable
+
+
+def _list(
+    top: str,
+    st: os.stat_result | None,
+    top_writable: bool,
+    hunt: bool,
+    read_denies: Sequence[WildcardDeny],
+    write_denies: Sequence[WildcardDeny],
+    in_write_root: Callable[[str], bool],
+) -> _Listing | None:
+    """List and classify `top` (`st`: its lstat taken before); None when it cannot be listed."""
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return None
+    files: list[tuple[str, bool]] = []
+    denied: list[str] = []
+    protected: list[str] = []
+    subdirs: list[tuple[str, bool]] = []
+    for entry in entries:
+        name = entry.name
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = not is_dir and entry.is_file(follow_symlinks=False)
+        except OSError:
+            continue
+        full = entry.path
+        if is_file and (top_writable or hunt):
+            files.append((full, top_writable))  # its link count is looked at once the walk is done
+        if read_denies and (is_file or is_dir) and _matched(read_denies, full, is_file):
+            denied.append(full)
+            continue  # a hidden directory is hidden whole (nothing below it needs protecting either)
+        if top_writable:
+            if write_denies and (is_file or is_dir) and _matched(write_denies, full, is_file):
+                protected.append(full)
+                continue  # read-only as a whole
+            if name in PROTECTED_NAMES or name in PROTECTED_DIRS:
+                # At the top too: the policy no longer lists them there (the guard keeps them), and
+                # a hard link to one must be known as a link to a protected file.
+                protected.append(full)
+            if name == ".git" and is_dir:
+                protected.extend([os.path.join(full, "hooks"), os.path.join(full, "config"), os.path.join(full, "info", "attributes")])
+        if name == ".git" and is_dir:
+            continue  # a repository's internals hold nothing else to protect
+        if is_dir and name not in PROTECTED_DIRS:
+            # A read root above a write root: writability starts where the write root does.
+            subdirs.append((full, top_writable or in_write_root(full)))
+    ident = None
+    if st is not None and st.st_ctime_ns < time.time_ns() - VOLATILE_NS:
+        ident = (st.st_dev, st.st_ino, st.st_ctime_ns)
+    return _Listing(ident, top_writable, len(entries), tuple(files), tuple(denied), tuple(protected), tuple(subdirs))
+
+
 def scan(
     write_roots: Sequence[Path],
     read_roots: Sequence[Path] = (),
@@ -189,42 +276,29 @@ def scan(
         return any(p == w or p.startswith(w + "/") for w in writable)
 
     stack: list[tuple[str, int, bool]] = [(os.fspath(r), 0, in_write_root(os.fspath(r))) for r in roots]
+    config = (tuple(writable), tuple(roots), links.hunt, tuple(read_denies), tuple(write_denies))
+    with _cache_lock:
+        known = _listings.get(config, {})
+    listed: dict[str, _Listing] = {}
     while stack and seen < max_entries:
         top, depth, top_writable = stack.pop()
-        links.visit(top)
-        try:
-            entries = list(os.scandir(top))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            name = entry.name
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = not is_dir and entry.is_file(follow_symlinks=False)
-            except OSError:
+        st = links.visit(top)
+        got = known.get(top)
+        if got is None or not got.still(st, top_writable):
+            got = _list(top, st, top_writable, links.hunt, read_denies, write_denies, in_write_root)
+            if got is None:
                 continue
-            full = entry.path
-            if is_file and (top_writable or links.hunt):
-                pending.append((entry, top_writable))  # its link count is looked at once the walk is done
-            if read_denies and (is_file or is_dir) and _matched(read_denies, full, is_file):
-                denied.append(Path(full))
-                continue  # a hidden directory is hidden whole (nothing below it needs protecting either)
-            if top_writable:
-                if write_denies and (is_file or is_dir) and _matched(write_denies, full, is_file):
-                    protected.append(Path(full))
-                    continue  # read-only as a whole
-                if name in PROTECTED_NAMES or name in PROTECTED_DIRS:
-                    # At the top too: the policy no longer lists them there (the guard keeps them), and
-                    # a hard link to one must be known as a link to a protected file.
-                    protected.append(Path(full))
-                if name == ".git" and is_dir:
-                    protected.extend([Path(full) / "hooks", Path(full) / "config", Path(full) / "info" / "attributes"])
-            if name == ".git" and is_dir:
-                continue  # a repository's internals hold nothing else to protect
-            if is_dir and depth < max_depth and name not in PROTECTED_DIRS:
-                # A read root above a write root: writability starts where the write root does.
-                stack.append((full, depth + 1, top_writable or in_write_root(full)))
+        listed[top] = got
+        seen += got.count
+        pending.extend(got.files)
+        denied.extend(map(Path, got.denied))
+        protected.extend(map(Path, got.protected))
+        if depth < max_depth:
+            stack.extend((sub, depth + 1, sub_writable) for sub, sub_writable in got.subdirs)
+    with _cache_lock:
+        if len(_listings) >= _CACHE_MAX and config not in _listings:
+            _listings.clear()
+        _listings[config] = listed
     links.settle((tuple(writable), tuple(roots), links.hunt, max_entries, max_depth))
     hide, keep = links.result(
         [*map(os.fspath, denied), *map(os.fspath, denied_paths)], [*map(os.fspath, protected), *map(os.fspath, protected_paths)]
