@@ -310,3 +310,21 @@ def test_listings_are_reused_only_while_a_directory_keeps_its_ctime(tmp_path: Pa
     # Just listed, within the volatile window: not reusable next time, whatever its ctime then.
     listed = next(iter(calltree._listings.values()))
     assert listed[os.fspath(ws / "a" / "b")].ident is None
+
+
+def test_listings_are_kept_for_a_few_configurations_least_recently_walked_first_out(tmp_path: Path) -> None:
+    from agentcore.environments import calltree
+
+    calltree._listings.clear()
+    roots = []
+    for i in range(calltree._LISTINGS_MAX + 1):
+        root = tmp_path / f"ws{i}"
+        root.mkdir()
+        roots.append(root)
+    for root in roots[:-1]:
+        scan([root])
+    scan([roots[0]])  # walked again: now the most recent
+    scan([roots[-1]])  # one configuration too many: the least recently walked one goes
+    kept = {cfg[0] for cfg in calltree._listings}
+    assert len(calltree._listings) == calltree._LISTINGS_MAX
+    assert (os.fspath(roots[0]),) in kept and (os.fspath(roots[1]),) not in kept and (os.fspath(roots[-1]),) in kept

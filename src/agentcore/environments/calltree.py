@@ -64,7 +64,9 @@ _CACHE_MAX = 16
 _cache: dict[tuple[object, ...], tuple[tuple[tuple[str, int, int, int], ...], dict[tuple[int, int], list[tuple[str, bool]]], dict[tuple[int, int], int]]] = {}
 _cache_lock = threading.Lock()
 VOLATILE_NS = 50_000_000  # 50 ms: above any filesystem timestamp granularity Linux uses (HZ >= 100)
-# Per walk configuration: each directory's last listing (see `_Listing`).
+# Per walk configuration: each directory's last listing (see `_Listing`). Few configurations: a
+# 20,000-entry tree's listings take a few MiB, and a host serves a handful of workspaces at once.
+_LISTINGS_MAX = 4
 _listings: dict[tuple[object, ...], dict[str, "_Listing"]] = {}
 
 
@@ -296,8 +298,9 @@ def scan(
         if depth < max_depth:
             stack.extend((sub, depth + 1, sub_writable) for sub, sub_writable in got.subdirs)
     with _cache_lock:
-        if len(_listings) >= _CACHE_MAX and config not in _listings:
-            _listings.clear()
+        _listings.pop(config, None)  # re-inserted last: the dict's order is the order of use
+        if len(_listings) >= _LISTINGS_MAX:
+            _listings.pop(next(iter(_listings)))  # the configuration walked least recently
         _listings[config] = listed
     links.settle((tuple(writable), tuple(roots), links.hunt, max_entries, max_depth))
     hide, keep = links.result(
