@@ -62,10 +62,8 @@ def test_the_walk_is_bounded(tmp_path: Path) -> None:
 NAMES = st.sampled_from(["a", "b.pem", "c.key", "private", "x.txt", ".env", "n"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tree=st.lists(st.lists(NAMES, min_size=1, max_size=4), max_size=12))
-def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
-    ws = tmp_path_factory.mktemp("ws")
+def _build(ws: Path, tree: list[list[str]]) -> None:
+    """Files at the given paths, skipping any that would need a file as a directory."""
     for parts in tree:
         target = ws.joinpath(*parts)
         if any(p.is_file() for p in [ws.joinpath(*parts[:i]) for i in range(1, len(parts))]) or target.is_dir():
@@ -73,6 +71,13 @@ def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_text("x")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=st.lists(st.lists(NAMES, min_size=1, max_size=4), max_size=12))
+def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
+    ws = tmp_path_factory.mktemp("ws")
+    _build(ws, tree)
     rules = denies(ws, "**/*.pem", "**/.env", "**/private/**")
     got = set(scan([], [ws], rules).denied)
     want: set[Path] = set()
@@ -228,16 +233,6 @@ def test_a_recently_modified_tree_is_not_reused(tmp_path: Path) -> None:
 OLDER_THAN_VOLATILE_S = 0.06  # the listings' ctimes must be older than calltree.VOLATILE_NS (50 ms) to be reused
 
 MUTATION = st.tuples(st.sampled_from(["file", "dir", "remove", "rename", "utime"]), st.lists(NAMES, min_size=1, max_size=3))
-
-
-def _build(ws: Path, tree: list[list[str]]) -> None:
-    for parts in tree:
-        target = ws.joinpath(*parts)
-        if any(p.is_file() for p in [ws.joinpath(*parts[:i]) for i in range(1, len(parts))]) or target.is_dir():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists():
-            target.write_text("x")
 
 
 def _mutate(ws: Path, kind: str, parts: list[str]) -> None:
