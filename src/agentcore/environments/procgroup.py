@@ -88,7 +88,7 @@ class Child:
 
 class _PumpState:
     def __init__(self) -> None:
-        self.eof = anyio.Event()
+        self.eof = False  # the pipe reached its end (every holder is gone)
         self.sink_error: Exception | None = None
         self.capped = False  # the sink wants no more output: the group is killed
 
@@ -123,38 +123,20 @@ class _SinkFailed(Exception):
     pass
 
 
-async def _pump(fd: int, sink: OutputSink | None, state: _PumpState, stop: anyio.CancelScope | None = None) -> None:
-    """Copy the pipe into `sink` until EOF; `sink=None` discards (used while cancelling).
-
-    A failing sink is recorded (not raised inside the task group, where it would
-    arrive wrapped in an ExceptionGroup) and `stop` is cancelled; so is a full
-    one (OutputCapped), which is recorded as `capped`.
-    """
+async def _drain(fd: int, sink: OutputSink | None, grace_s: float) -> None:
+    """Read the pipe to its end (at most `grace_s`) into `sink`, or discard it (`sink=None`, while
+    cancelling); a sink that fails or is full ends the reading."""
+    state = _PumpState()
 
     async def deliver(chunk: bytes) -> None:
-        if sink is None:
-            return
-        try:
-            await sink.write(chunk)
-        except OutputCapped:
-            state.capped = True
-            raise _SinkFailed from None
-        except Exception as exc:
-            state.sink_error = exc
-            raise _SinkFailed from exc
+        if sink is not None and not await _deliver(sink, chunk, state):
+            raise _SinkFailed
 
-    try:
-        await read_fd(fd, deliver)
-    except _SinkFailed:
-        if stop is not None:
-            stop.cancel()
-    finally:
-        state.eof.set()
-
-
-async def _drain(fd: int, sink: OutputSink | None, grace_s: float) -> None:
     with anyio.move_on_after(grace_s):
-        await _pump(fd, sink, _PumpState())
+        try:
+            await read_fd(fd, deliver)
+        except _SinkFailed:
+            pass
 
 
 async def _terminate(child: Child, fd: int, sink: OutputSink | None) -> None:
@@ -229,7 +211,7 @@ async def _supervise(child: Child, fd: int, sink: OutputSink, state: _PumpState)
             except BlockingIOError:
                 return False
             if not chunk:
-                state.eof.set()
+                state.eof = True
                 return True
             if not await _deliver(sink, chunk, state):
                 return True
@@ -242,19 +224,18 @@ async def _supervise(child: Child, fd: int, sink: OutputSink, state: _PumpState)
         ready.register(fd, select.EPOLLIN)
         if child.pidfd is not None:
             ready.register(child.pidfd, select.EPOLLIN)
-        eof, delay = False, 0.001
+        delay = 0.001
         while child.proc.poll() is None:
-            if not eof and await ready_output():
-                if not state.eof.is_set():
+            if not state.eof and await ready_output():
+                if not state.eof:
                     return  # the sink failed or is full
-                eof = True
                 ready.unregister(fd)
             if child.pidfd is not None:
                 await anyio.wait_readable(ready.fileno())
             else:
                 # No pidfd: poll the exit, sleeping on the pipe (if still open) in between.
                 with anyio.move_on_after(delay):
-                    await (anyio.sleep_forever() if eof else anyio.wait_readable(fd))
+                    await (anyio.sleep_forever() if state.eof else anyio.wait_readable(fd))
                 delay = min(delay * 2, _POLL_MAX_S)
             unchecked = 0
     # The leader is gone: whatever is left in its group is a straggler. (A member
@@ -262,7 +243,7 @@ async def _supervise(child: Child, fd: int, sink: OutputSink, state: _PumpState)
     # unless the group is already empty.)
     _killpg(child.pid, signal.SIGKILL)
     with anyio.move_on_after(DRAIN_GRACE_S):
-        while not eof and not await ready_output():
+        while not state.eof and not await ready_output():
             await anyio.wait_readable(fd)
 
 

@@ -295,7 +295,6 @@ async def _receive_fds(channel: socket.socket, maxfds: int) -> list[int] | None:
 def _adopt_tcp(fd: int) -> socket.socket | None:
     """`fd` as a socket if it is a connected TCP stream socket, else close it and return None."""
     try:
-        os.set_inheritable(fd, False)  # received descriptors are not close-on-exec
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
             os.close(fd)
             return None
