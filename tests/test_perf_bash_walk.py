@@ -48,15 +48,18 @@ async def test_walk_costs_are_kept_per_kind_and_roots() -> None:
 
 
 async def test_an_exception_in_an_inline_walk_propagates_and_is_still_timed() -> None:
+    loop_thread = threading.get_ident()
     roots = (f"/nonexistent/{time.monotonic_ns()}",)
     await bash._walk("t", roots, _where)
 
     def boom() -> None:
+        _where(bash.INLINE_WALK_S * 3)  # a slow walk that then fails
         raise ValueError("walk failed")
 
     with pytest.raises(ValueError, match="walk failed"):
         await bash._walk("t", roots, boom)
-    assert ("t", roots) in bash._walk_costs
+    assert bash._walk_costs[("t", roots)] >= bash.INLINE_WALK_S * 3  # its cost was recorded all the same
+    assert await bash._walk("t", roots, _where) != loop_thread  # so the next walk goes to a thread
 
 
 async def test_a_walk_told_not_to_run_inline_goes_to_a_thread_however_quick_the_last_was() -> None:
