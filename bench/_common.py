@@ -67,6 +67,18 @@ def interleaved(sides: dict[str, Callable[[], Any]], rounds: int, *, per_round: 
     return out
 
 
+def wait_until_settled(root: Path) -> None:
+    """Wait until no directory under `root` changed too recently for its ctime to tell a later change apart
+    (`agentcore.timestamps.recent`), as in a tree nobody has touched for a moment: the per-call walks reuse
+    only such a tree's findings. A ctime cannot be dated back, so this waits (50 ms, or 3 s for whole seconds)."""
+    from agentcore.timestamps import settling_ns
+
+    stamps = [os.lstat(d).st_ctime_ns for d, _dirs, _files in os.walk(root)]
+    wait_ns = max(s + settling_ns(s) for s in stamps) - time.time_ns()
+    if wait_ns >= 0:
+        time.sleep(wait_ns / 1e9 + 0.01)
+
+
 def figure(
     name: str,
     value: float,

@@ -44,7 +44,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, envelope_summary, figure, interleaved, median, p90, parse_args, profile_to_stderr, result  # noqa: E402
+from _common import emit, envelope_summary, figure, interleaved, median, p90, parse_args, profile_to_stderr, result, wait_until_settled  # noqa: E402
 from agentcore.api import Engine, load_manifest  # noqa: E402
 from agentcore.environments import calltree, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
@@ -122,9 +122,7 @@ def _tree(root: Path, dirs: int, files_per_dir: int) -> int:
     for i in range(10):
         (store / f"s{i}").touch()
         os.link(store / f"s{i}", root / "g0" / "d0" / f"link{i}")
-    past = 1_000_000_000  # an old, settled tree: its walks may be reused
-    for dirpath, _subdirs, _names in os.walk(root):
-        os.utime(dirpath, (past, past))
+    wait_until_settled(root)  # a tree nobody touched for a moment: its walks may be reused
     return sum(len(names) + len(subdirs) for _, subdirs, names in os.walk(root))
 
 

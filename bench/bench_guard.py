@@ -13,7 +13,14 @@ Sides:
   changed nothing (what every call pays);
 - `prepare`: observe plus the repositories' configuration and git environment;
 - `pipeline`: `Engine.call(session, "bash", {"command": "true"})` end to end,
-  with its own anchor `bare_bwrap` (same argv);
+  with its own anchor `bare_bwrap` (same argv), on a settled tree (no
+  directory changed since the previous call, as in a repository nobody is
+  editing);
+- `pipeline_changed`, measured after the others: the same call right after a
+  file was made and removed in a directory near the top. The per-call walk
+  reuses the hard links it found only while no directory of the tree changed,
+  so this call lstats every regular file again: what a call pays after the
+  agent or an editor changed the tree;
 - `sweep_new_tree`: the sweep after a command that made a new 2,000-entry
   directory tree (an install step): the new tree is walked whole.
 
@@ -36,7 +43,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, figure, interleaved, median, p90, parse_args, result  # noqa: E402
+from _common import emit, figure, interleaved, median, p90, parse_args, result, wait_until_settled  # noqa: E402
 from agentcore.api import Engine, load_manifest  # noqa: E402
 from agentcore.environments import callguard, guard, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
@@ -98,6 +105,7 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         ws = tmp / "ws"
         ws.mkdir()
         details["tree"] = make_tree(ws, entries)
+        wait_until_settled(ws)
         mpath = tmp / "m.json"
         mpath.write_text(json.dumps(manifest_doc()))
         engine = Engine(load_manifest(mpath, workspace=ws))
@@ -141,6 +149,15 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         }
         interleaved(sides, 2)  # warm
         samples = interleaved(sides, rounds)
+        # A directory one level down: within the walk's depth, as most of a project's directories are.
+        changed = next(p for p in sorted(ws.iterdir()) if p.is_dir() and p.name != ".git")
+
+        def pipeline_changed() -> None:
+            (changed / "touched").touch()
+            (changed / "touched").unlink()
+            pipeline()
+
+        samples |= interleaved({"bare_bwrap_changed": lambda: bare(argv), "pipeline_changed": pipeline_changed}, max(3, rounds // 4))
         session.close()
 
         new_tree: list[float] = []
@@ -165,6 +182,8 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         figure(f"prepare (walk + repository configuration + git environment), {entries} entries", med["prepare"], "ms",
                anchor="bare bwrap `true`, same argv", anchor_value=anchor),
         figure(f"bash `true` via pipeline, {entries}-entry workspace", med["pipeline"], "ms", anchor="bare bwrap `true`, same argv", anchor_value=anchor),
+        figure(f"bash `true` via pipeline, {entries}-entry workspace, a directory changed in the last 3 s", med["pipeline_changed"], "ms",
+               anchor="bare bwrap `true`, same argv", anchor_value=med["bare_bwrap_changed"]),
         figure("sweep after a command made a new 2,000-entry tree" if not quick else "sweep after a new 500-entry tree", med["sweep_new_tree"], "ms",
                anchor="bare bwrap `true`, same argv", anchor_value=anchor),
         figure(f"first walk of the tree (cold, once per process), {entries} entries", details["cold_observe_ms"], "ms",

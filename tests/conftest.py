@@ -263,3 +263,33 @@ def agent_for(make_agent: Callable[..., Agent], lab: Any) -> Callable[..., Agent
         return make_agent(lab.ws, bash_manifest(shell, **kw), engine_kwargs={"watchdog": "default"})
 
     return make
+
+
+# -- a filesystem that keeps whole seconds ------------------------------------------------------
+
+
+@pytest.fixture
+def whole_second_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real ext4 filesystem with 128-byte inodes (what `mkfs.ext4` makes below 512 MB), loop-mounted:
+    it stamps files with whole seconds, so two changes within one second leave the same ctime."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mkfs.ext4") is None:
+        pytest.skip("a loop-mounted ext4 needs root and mkfs.ext4")
+    image, mount = tmp_path / "ext4-128.img", tmp_path / "mnt"
+    mount.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(32 * 1024 * 1024)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", str(image)], check=True, capture_output=True)
+    done = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot loop-mount an ext4 image here: {done.stderr.strip()[:200]}")
+    try:
+        probe = mount / "probe"
+        probe.mkdir()
+        assert os.lstat(probe).st_ctime_ns % 1_000_000_000 == 0, "the filesystem keeps sub-second stamps"
+        probe.rmdir()
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

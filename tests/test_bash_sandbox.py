@@ -428,3 +428,30 @@ async def _curl_unix(agent_for: Callable[..., Any], path: Path) -> int:
 async def test_no_unix_socket_is_reachable_wherever_it_lives(agent_for: Callable[..., Any], lab: Lab, where: str) -> None:
     # Not a mask per socket file: the sandbox cannot create a unix socket at all (seccomp).
     assert await _curl_unix(agent_for, lab.root / where) == 0
+
+
+async def test_a_planted_entry_is_removed_on_a_filesystem_that_keeps_seconds(
+    make_agent: Callable[..., Any], whole_second_fs: Path
+) -> None:
+    """On a filesystem that stamps whole seconds, a command that changes a directory and the next one that
+    plants `.envrc` in it within the same second leave its ctime as it was recorded between them. The sweep
+    must list it again anyway; before it did, the planted file survived 7 times out of 8."""
+    import time
+
+    from test_bash_support import require_bwrap
+
+    require_bwrap()
+    ws = whole_second_fs / "ws"
+    (ws / "sub").mkdir(parents=True)
+    agent = make_agent(ws, bash_manifest(FILE_SHELL), engine_kwargs={"watchdog": "default"})
+    same_second = 0
+    for attempt in range(3):
+        while not 0.05 < time.time() % 1 < 0.4:  # early in a second: both calls fit in it
+            time.sleep(0.01)
+        assert_ran(await agent.call("bash", {"command": f"touch sub/x{attempt}"}))
+        stamp = os.lstat(ws / "sub").st_ctime_ns
+        env = await agent.call("bash", {"command": "touch sub/.envrc"})
+        same_second += time.time_ns() // 10**9 == stamp // 10**9
+        _prevented(env)
+        assert not (ws / "sub" / ".envrc").exists()
+    assert same_second >= 1  # the case this test is about really happened

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,10 +184,16 @@ def test_cover_covers_everything_within_the_cap_and_never_a_root(paths: list[lis
 
 
 def _settle(root: Path) -> None:
-    """Date every directory under `root` well in the past, as a tree nobody touched for a while."""
-    past = 1_000_000_000  # 2001
-    for dirpath, _dirs, _files in os.walk(root):
-        os.utime(dirpath, (past, past))
+    """Wait until every directory under `root` changed long enough ago that its ctime would tell a later
+    change apart (`timestamps.recent`): a tree nobody touched for a while. ctime cannot be dated back."""
+    import time
+
+    from agentcore.timestamps import settling_ns
+
+    stamps = [os.lstat(d).st_ctime_ns for d, _dirs, _files in os.walk(root)]
+    wait_ns = max(s + settling_ns(s) for s in stamps) - time.time_ns()
+    if wait_ns >= 0:
+        time.sleep(wait_ns / 1e9 + 0.01)
 
 
 def test_reused_links_match_a_fresh_walk_until_a_directory_changes(tmp_path: Path) -> None:
@@ -213,10 +220,14 @@ def test_reused_links_match_a_fresh_walk_until_a_directory_changes(tmp_path: Pat
     assert scan([ws]) == again
 
 
-def test_a_recently_modified_tree_is_not_reused(tmp_path: Path) -> None:
-    """A directory changed in the last seconds may change again within the same clock tick unseen:
-    its walk is not remembered, so a link added to an existing file from outside the walk is still found."""
+def test_a_recently_modified_tree_is_not_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory changed within a step of the filesystem's clock may change again unseen: its walk is
+    not remembered, so a link added to an existing file from outside the walk is still found."""
+    from agentcore import timestamps
     from agentcore.environments import calltree
+
+    # A clock whose step outlasts this test however slowly it runs (the real one's is 50 ms or 3 s).
+    monkeypatch.setattr(timestamps, "FINE_NS", 3_600 * 10**9)
 
     ws, out = tmp_path / "ws", tmp_path / "out"
     (ws / "d").mkdir(parents=True)
@@ -230,7 +241,7 @@ def test_a_recently_modified_tree_is_not_reused(tmp_path: Path) -> None:
 
 # -- directory listings reused between walks (ctime-keyed) -------------------------------------------
 
-OLDER_THAN_VOLATILE_S = 0.06  # the listings' ctimes must be older than calltree.VOLATILE_NS (50 ms) to be reused
+OLDER_THAN_VOLATILE_S = 0.06  # the listings' ctimes must be older than timestamps.FINE_NS (50 ms) to be reused
 
 MUTATION = st.tuples(st.sampled_from(["file", "dir", "remove", "rename", "utime"]), st.lists(NAMES, min_size=1, max_size=3))
 
@@ -323,3 +334,28 @@ def test_listings_are_kept_for_a_few_configurations_least_recently_walked_first_
     kept = {cfg[0] for cfg in calltree._listings}
     assert len(calltree._listings) == calltree._LISTINGS_MAX
     assert (os.fspath(roots[0]),) in kept and (os.fspath(roots[1]),) not in kept and (os.fspath(roots[-1]),) in kept
+
+
+def test_a_filesystem_that_keeps_seconds_cannot_hide_a_denied_file(whole_second_fs: Path) -> None:
+    """On ext4 with 128-byte inodes a file made in the same second as the directory's last change leaves
+    its ctime as the previous walk saw it: that listing is not reused, and the new file is denied."""
+    import time
+
+    from agentcore.environments import calltree
+
+    ws = whole_second_fs / "ws"
+    (ws / "sub").mkdir(parents=True)
+    reads = denies(ws, "**/*.pem")
+    calltree._listings.clear()
+    same_second = 0
+    for attempt in range(3):
+        while not 0.05 < time.time() % 1 < 0.4:  # early in a second: what follows fits in it
+            time.sleep(0.01)
+        (ws / "sub" / f"x{attempt}").write_text("x")
+        scan([ws], [ws], reads)
+        stamp = os.lstat(ws / "sub").st_ctime_ns
+        (ws / "sub" / f"key{attempt}.pem").write_text("secret")
+        same_second += os.lstat(ws / "sub").st_ctime_ns == stamp
+        assert ws / "sub" / f"key{attempt}.pem" in scan([ws], [ws], reads).denied
+    assert same_second >= 1  # the case this test is about really happened
+    calltree._listings.clear()

@@ -133,3 +133,24 @@ def test_spec_table_5_is_the_data_in_protected_py() -> None:
     assert rows["names (any component)"] == set(PROTECTED_NAMES)
     assert rows["directory names (any component)"] == set(PROTECTED_DIRS)
     assert rows["sequences of components"] == {"/".join(s) for s in PROTECTED_SEQUENCES}
+
+
+def test_a_configuration_rewritten_within_one_second_is_read_again(whole_second_fs: Path) -> None:
+    """On a filesystem that keeps whole seconds, rewriting a config file with as many bytes in the same
+    second keeps its size and stamps: the cached reading must not outlive the rewrite."""
+    import time
+
+    from agentcore.protected import load_config
+
+    config = whole_second_fs / "config"
+    same_second = 0
+    for attempt in range(3):
+        while not 0.05 < time.time() % 1 < 0.4:  # early in a second: both writes fit in it
+            time.sleep(0.01)
+        config.write_text("[core]\n\thooksPath = aaaa\n")
+        assert [e.value for e in load_config([os.fspath(config)]).values("core", "hookspath")] == ["aaaa"]
+        stamp = os.stat(config).st_ctime_ns
+        config.write_text("[core]\n\thooksPath = bbbb\n")
+        same_second += os.stat(config).st_ctime_ns == stamp
+        assert [e.value for e in load_config([os.fspath(config)]).values("core", "hookspath")] == ["bbbb"]
+    assert same_second >= 1  # the case this test is about really happened

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import gitconfig
+from .timestamps import recent
 
 # Names protected wherever they appear, as the last component or above it.
 PROTECTED_NAMES: frozenset[str] = frozenset(
@@ -179,15 +181,20 @@ _cache_lock = threading.Lock()
 _config_cache: dict[tuple[str, ...], tuple[tuple[object, ...], gitconfig.ConfigSet]] = {}
 
 
-def _identity(paths: Sequence[str]) -> tuple[object, ...]:
+def _identity(paths: Sequence[str], since: int = 0) -> tuple[tuple[object, ...], bool]:
+    """Each file's (dev, ino, size, mtime, ctime), and whether every ctime was old enough at `since` (ns)
+    that a change from then on gets another one (`timestamps.recent`)."""
     out: list[object] = []
+    settled = True
     for p in paths:
         try:
             st = os.stat(p)
-            out.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
         except OSError:
             out.append(None)
-    return tuple(out)
+            continue
+        out.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        settled = settled and not recent(st.st_ctime_ns, since)
+    return tuple(out), settled
 
 
 def load_config(paths: Sequence[str]) -> gitconfig.ConfigSet:
@@ -197,10 +204,15 @@ def load_config(paths: Sequence[str]) -> gitconfig.ConfigSet:
         hit = _config_cache.get(key)
     if hit is not None:
         files = [*key, *hit[1].files, *hit[1].includes]
-        if _identity(files) == hit[0]:
+        if _identity(files)[0] == hit[0]:
             return hit[1]
+    # Stamped before reading: a file that changes while it is read, or that changed a moment before
+    # (the same stamps could follow another change), is read again next time.
+    started = time.time_ns()
     cfg = gitconfig.load(paths)
-    ident = _identity([*key, *cfg.files, *cfg.includes])
+    ident, settled = _identity([*key, *cfg.files, *cfg.includes], started)
+    if not settled:
+        return cfg
     with _cache_lock:
         if len(_config_cache) > 256:
             _config_cache.clear()

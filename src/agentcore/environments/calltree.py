@@ -23,19 +23,20 @@ the limit. Finding hard links costs one `lstat` per regular file walked
 (directories never count: they always have two or more links), about 3 µs
 each: 60 ms for 20,000 files, five times the walk itself. So the links found
 are kept, and reused while no directory of the walk has changed since (every
-directory's identity and mtime compared; a directory modified within the last
-few seconds is never trusted, since its mtime could still be the same after
-another change in the same clock tick). Anything a command or a file tool can
-do that gives a file another name changes a walked directory (or happens
-where the walk does not look anyway); what the reuse can miss is another
-program on the host giving an unchanged file a new name outside the walk,
-until some walked directory changes.
+directory's identity and ctime compared; a walk that saw a directory changed
+too recently is not kept, since another change in the same step of the
+filesystem's clock would leave the same ctime: `timestamps.recent`). Anything
+a command or a file tool can do that gives a file another name changes a
+walked directory (or happens where the walk does not look anyway); what the
+reuse can miss is another program on the host giving an unchanged file a new
+name outside the walk, until some walked directory changes.
 
 The walk itself is incremental too: what it found in each directory is kept
 per walk configuration and reused while the directory's `(dev, ino, ctime)`
 is unchanged (`_Listing`). ctime, not mtime: a command can set a directory's
 mtime back after planting a file in it, but no process can set a ctime. A
-directory listed within `VOLATILE_NS` of its ctime is listed again next time.
+directory whose ctime was too recent when it was listed is listed again next
+time (`timestamps.recent`).
 Each directory still costs one lstat per walk: 35 ms became 8 ms for a
 settled tree of 20,000 entries.
 """
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protected import PROTECTED_DIRS, PROTECTED_NAMES
+from ..timestamps import recent
 from .denies import WildcardDeny
 
 MAX_ENTRIES = 20_000
@@ -59,11 +61,9 @@ MAX_DEPTH = 8
 # about 20 ms at 50 mounts, 380 ms at 400, 11 s at 3,500. Hard-linked files beyond this many are
 # covered by read-only directories instead (a pnpm `node_modules` has thousands of them).
 MAX_LINK_MOUNTS = 64
-SETTLED_NS = 3_000_000_000  # a directory modified less than this before a walk may still change unseen
 _CACHE_MAX = 16
 _cache: dict[tuple[object, ...], tuple[tuple[tuple[str, int, int, int], ...], dict[tuple[int, int], list[tuple[str, bool]]], dict[tuple[int, int], int]]] = {}
 _cache_lock = threading.Lock()
-VOLATILE_NS = 50_000_000  # 50 ms: above any filesystem timestamp granularity Linux uses (HZ >= 100)
 # Per walk configuration: each directory's last listing (see `_Listing`). Few configurations: a
 # 20,000-entry tree's listings take a few MiB, and a host serves a handful of workspaces at once.
 _LISTINGS_MAX = 4
@@ -104,8 +104,8 @@ class _Links:
     groups: dict[tuple[int, int], list[tuple[str, bool]]] = field(default_factory=dict)
     nlink: dict[tuple[int, int], int] = field(default_factory=dict)
     pending: list[tuple[str, bool]] = field(default_factory=list)  # regular files: (path, writable)
-    dirs: list[tuple[str, int, int, int]] = field(default_factory=list)  # (path, dev, ino, mtime) of every directory walked
-    settled: bool = True  # no directory walked was modified within SETTLED_NS of the walk
+    dirs: list[tuple[str, int, int, int]] = field(default_factory=list)  # (path, dev, ino, ctime) of every directory walked
+    settled: bool = True  # no directory walked had changed too recently to trust its ctime (`timestamps.recent`)
     started: int = field(default_factory=time.time_ns)
 
     @classmethod
@@ -121,8 +121,8 @@ class _Links:
         if st is None:
             self.dirs.append((directory, -1, -1, -1))
             return None
-        self.dirs.append((directory, st.st_dev, st.st_ino, st.st_mtime_ns))
-        if st.st_mtime_ns > self.started - SETTLED_NS:
+        self.dirs.append((directory, st.st_dev, st.st_ino, st.st_ctime_ns))
+        if recent(st.st_ctime_ns, self.started):
             self.settled = False
         return st
 
@@ -181,9 +181,9 @@ class _Listing:
 
     Reused only while the directory's (dev, ino, ctime) is unchanged: adding,
     removing or renaming an entry changes its ctime, and no process can set a
-    ctime back (an mtime can be). A directory whose ctime was within
-    VOLATILE_NS of its listing is listed again regardless: the filesystem clock
-    is coarser than ours, so a change in the same tick would keep the ctime.
+    ctime back (an mtime can be). A directory whose ctime was too recent when
+    it was listed is listed again regardless: a change in the same step of the
+    filesystem's clock would keep the ctime (`timestamps.recent`).
     """
 
     ident: tuple[int, int, int] | None  # (dev, ino, ctime_ns) before the listing; None: not reusable
@@ -208,6 +208,7 @@ def _list(
     in_write_root: Callable[[str], bool],
 ) -> _Listing | None:
     """List and classify `top` (`st`: its lstat taken before); None when it cannot be listed."""
+    now = time.time_ns()  # before the listing: a change from then on must get another ctime than `st`'s
     try:
         entries = list(os.scandir(top))
     except OSError:
@@ -245,7 +246,7 @@ def _list(
             # A read root above a write root: writability starts where the write root does.
             subdirs.append((full, top_writable or in_write_root(full)))
     ident = None
-    if st is not None and st.st_ctime_ns < time.time_ns() - VOLATILE_NS:
+    if st is not None and not recent(st.st_ctime_ns, now):
         ident = (st.st_dev, st.st_ino, st.st_ctime_ns)
     return _Listing(ident, top_writable, len(entries), tuple(files), tuple(denied), tuple(protected), tuple(subdirs))
 

@@ -17,9 +17,10 @@ the last). So the sandbox works in two steps:
 Both walks are incremental: each tree's last state is kept (`_CACHE`), and
 a directory is listed again only when its own `(dev, ino, ctime)` changed.
 Creating, removing or renaming an entry changes its directory's ctime, and
-no process can set a ctime back; a directory whose ctime is within
-`VOLATILE_NS` of the moment it was recorded is listed again regardless,
-because the filesystem clock is coarser than ours. The walks never follow
+no process can set a ctime back; a directory whose ctime was too recent when
+it was recorded (`timestamps.recent`: 50 ms, or 3 s on a filesystem that
+keeps whole seconds) is listed again regardless, because a change in the same
+step of the filesystem's clock keeps the stamp. The walks never follow
 symbolic links.
 """
 
@@ -35,8 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, PROTECTED_NAMES, SEQUENCE_TAILS, is_layout, layout_reason, name_reason, protected_reason, sequence_match
+from ..timestamps import recent
 
-VOLATILE_NS = 50_000_000  # 50 ms: above any filesystem timestamp granularity Linux uses (HZ >= 100)
 MAX_SWEEP_ROUNDS = 8
 
 
@@ -177,7 +178,7 @@ class _Walker:
         return Entry(kind, _ident(st, with_ctime=False), bound, _inner(path))
 
     def _set_dir(self, path: str, st: os.stat_result, subdirs: frozenset[str], qs: frozenset[str], markers: frozenset[str]) -> None:
-        self.s.dirs[path] = _Dir(_ident(st), st.st_ctime_ns >= self.now - VOLATILE_NS, subdirs, qs, markers)
+        self.s.dirs[path] = _Dir(_ident(st), recent(st.st_ctime_ns, self.now), subdirs, qs, markers)
 
     def _link(self, parent: str, name: str, *, as_q: bool) -> None:
         rec = self.s.dirs.get(parent)
