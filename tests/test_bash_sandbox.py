@@ -455,3 +455,20 @@ async def test_a_planted_entry_is_removed_on_a_filesystem_that_keeps_seconds(
         _prevented(env)
         assert not (ws / "sub" / ".envrc").exists()
     assert same_second >= 1  # the case this test is about really happened
+
+
+async def test_python_start_up_files_cannot_be_planted_or_changed(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """A `.pth` file in a virtual environment's site-packages (or a `sitecustomize.py`) runs code at every
+    start of that environment's Python, outside any sandbox: none can be made or changed, while an
+    installed package's own files stay writable."""
+    site = lab.ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "existing.pth").write_text("/opt/extra\n")
+    rel = ".venv/lib/python3.11/site-packages"
+    agent = agent_for(FILE_SHELL)
+    for command in (f"touch {rel}/evil.pth", f"cp a.txt {rel}/sitecustomize.py", f"cp a.txt {rel}/existing.pth", f"mv {rel}/existing.pth {rel}/old"):
+        _prevented(await agent.call("bash", {"command": command}))
+    assert sorted(p.name for p in site.iterdir()) == ["existing.pth", "pkg"]
+    assert (site / "existing.pth").read_text() == "/opt/extra\n"
+    assert_ran(await agent.call("bash", {"command": f"touch {rel}/pkg/mod.py"}))
+    assert (site / "pkg" / "mod.py").exists()

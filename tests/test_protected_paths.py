@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from agentcore.protected import PROTECTED_DIRS, PROTECTED_NAMES, PROTECTED_SEQUENCES, layout_reason, write_protection
+from agentcore.protected import PROTECTED_DIRS, PROTECTED_NAMES, PROTECTED_SEQUENCES, SITE_DIRS, layout_reason, write_protection
 
 pytestmark = pytest.mark.anyio
 
 TARGETS = sorted(
-    [*(f"{n}" for n in PROTECTED_NAMES), *(f"{d}/x.cfg" for d in PROTECTED_DIRS), *("/".join(s) + "/x.cfg" for s in PROTECTED_SEQUENCES)]
+    [*(f"{n}" for n in PROTECTED_NAMES), *(f"{d}/x.cfg" for d in PROTECTED_DIRS), *("/".join(s) + "/x.cfg" for s in PROTECTED_SEQUENCES),
+     *(f"lib/python3.11/{d}/x.pth" for d in SITE_DIRS)]
 )
 
 
@@ -133,6 +134,20 @@ def test_spec_table_5_is_the_data_in_protected_py() -> None:
     assert rows["names (any component)"] == set(PROTECTED_NAMES)
     assert rows["directory names (any component)"] == set(PROTECTED_DIRS)
     assert rows["sequences of components"] == {"/".join(s) for s in PROTECTED_SEQUENCES}
+    assert rows["`.pth` files directly in"] == set(SITE_DIRS)
+
+
+@pytest.mark.parametrize("path", ["notes.pth", "lib/site-packages/pkg/x.pth", "lib/site-packages/pkg/__init__.py",
+                                  "lib/site-packages.pth", "lib/my-site-packages/x.pth", "lib/site-packages/x.pth.txt"])
+async def test_only_pth_files_directly_in_a_site_directory_are_python_start_up_files(
+    make_workspace: Callable[..., Path], make_agent: Callable[..., Any], path: str
+) -> None:
+    """Python reads `.pth` files only in the site directory itself: below it, beside it, or with another
+    suffix, a file is an ordinary one (an installed package's modules stay writable)."""
+    ws = make_workspace("ws", {"keep.txt": "k\n"})
+    agent = make_agent(ws)
+    assert (await agent.call("write", {"path": path, "content": "import os\n"})).ok
+    assert (ws / path).read_text() == "import os\n"
 
 
 def test_a_configuration_rewritten_within_one_second_is_read_again(whole_second_fs: Path) -> None:

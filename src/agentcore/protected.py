@@ -18,7 +18,8 @@ A path is protected when
 
 1. one of its components is in `PROTECTED_NAMES` or `PROTECTED_DIRS`
    (`.git` included: a `.git` file or directory at any depth, and
-   everything beneath it);
+   everything beneath it), or is a `*.pth` file directly in a
+   `site-packages` or `dist-packages` directory;
 2. a run of its components equals one of `PROTECTED_SEQUENCES`
    (`.config/git`, `.local/bin`, ...);
 3. it lies in a *git directory layout* or would complete one (see
@@ -70,6 +71,8 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         "rust-toolchain", "rust-toolchain.toml", ".bazelrc",
         # interpreters and debuggers run these from the working directory when they start
         ".pdbrc", ".Rprofile", ".irbrc", ".pryrc", ".gdbinit", ".lldbinit",
+        # Python imports these from its path at every start (`site`), with the `.pth` files below
+        "sitecustomize.py", "usercustomize.py",
     }
 )
 # Directories whose whole content is protected wherever they appear.
@@ -93,6 +96,11 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".config", "direnv"), (".config", "fish"), (".config", "mise"), (".config", "Code", "User"),
     (".local", "bin"),
 )
+# Python's `site` module reads every `*.pth` file directly in these directories at each start of an
+# interpreter whose path holds them (a virtual environment's, the user site) and runs its `import`
+# lines: editing one runs code whenever that environment's Python starts, editors' tooling included.
+SITE_DIRS: frozenset[str] = frozenset({"site-packages", "dist-packages"})
+STARTUP_SUFFIX = ".pth"
 # A directory holding HEAD and either commondir or both objects and refs is a git directory:
 # git opens it as a (bare) repository, reading its config and running its hooks.
 LAYOUT_MARKERS: frozenset[str] = frozenset({"HEAD", "objects", "refs", "commondir"})
@@ -116,6 +124,11 @@ def name_reason(name: str) -> str | None:
     if name in PROTECTED_NAMES:
         return "configuration file that runs commands"
     return None
+
+
+def startup_file(parent_name: str, name: str) -> bool:
+    """Whether an entry `name` directly in a directory called `parent_name` is a Python start-up file (rule 1)."""
+    return name.endswith(STARTUP_SUFFIX) and parent_name in SITE_DIRS
 
 
 def sequence_match(parts: Sequence[str]) -> bool:
@@ -143,6 +156,8 @@ def protected_reason(path: Path | str, extra: Iterable[Path | str] = ()) -> str 
             return why
         if part in SEQUENCE_TAILS and sequence_match(parts[: i + 1]):
             return "home configuration that runs commands"
+        if i and startup_file(parts[i - 1], part):
+            return "Python start-up file"
     return None
 
 

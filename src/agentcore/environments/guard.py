@@ -35,7 +35,18 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, PROTECTED_NAMES, SEQUENCE_TAILS, is_layout, layout_reason, name_reason, protected_reason, sequence_match
+from ..protected import (
+    LAYOUT_MARKERS,
+    PROTECTED_DIRS,
+    PROTECTED_NAMES,
+    SEQUENCE_TAILS,
+    is_layout,
+    layout_reason,
+    name_reason,
+    protected_reason,
+    sequence_match,
+    startup_file,
+)
 from ..timestamps import recent
 
 MAX_SWEEP_ROUNDS = 8
@@ -111,7 +122,7 @@ def _listdir(path: str) -> list[os.DirEntry[str]]:
 def _protected_child(parent: str, name: str) -> str | None:
     """The kind of protected entry `parent/name` is by its name or path (None: not protected by name)."""
     if name not in _ANY_NAME:
-        return None
+        return "config" if startup_file(parent.rpartition("/")[2], name) else None
     if name_reason(name) is not None:
         return "repo" if name == ".git" else "config"
     if name in SEQUENCE_TAILS and sequence_match((*parent.split("/"), name)):
