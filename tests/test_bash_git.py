@@ -243,6 +243,23 @@ async def test_a_hooks_path_directory_stays_empty(repo: Lab, agent_for: Callable
     assert fired(lab.root) == ["scratch/fired-hook"]
 
 
+async def test_a_hooks_path_directory_granted_as_a_writable_root_stays_read_only(repo: Lab, make_agent: Callable[..., Any]) -> None:
+    """`fs.write` on exactly the directory `core.hooksPath` names: the sandbox cannot mount a read-only
+    copy over a writable root itself, so the root is not bound writable at all (a hook planted there
+    ran at the user's next commit)."""
+    lab = repo
+    host_git(lab, lab.ws, "config", "core.hooksPath", "hooks")
+    (lab.ws / "hooks").mkdir()
+    put(lab.ws / "notes" / "hook", HOOK, 0o755)
+    data = bash_manifest(SHELL, write=["{workspace}/hooks/**", "{workspace}/notes/**"])
+    a = make_agent(lab.ws, data, engine_kwargs={"watchdog": "default"})
+    assert (await run_ok(a, "cp notes/hook hooks/pre-commit"))["exit_code"] != 0
+    assert (await run_ok(a, "touch notes/still-writable"))["exit_code"] == 0
+    assert list((lab.ws / "hooks").iterdir()) == []
+    host_git(lab, lab.ws, "commit", "-q", "--allow-empty", "-m", "two")
+    assert fired(lab.root) == []
+
+
 async def test_an_included_configuration_file_cannot_be_created(repo: Lab, agent_for: Callable[..., Any], make_agent: Callable[..., Any]) -> None:
     lab = repo
     with open(lab.ws / ".git" / "config", "a") as f:

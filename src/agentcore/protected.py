@@ -27,11 +27,13 @@ A path is protected when
 4. it is, or lies beneath, a directory some repository's configuration
    names with `core.hooksPath`, or is a file a configuration includes
    (`write_protection`, using `gitconfig`);
-5. it is one of the runtime's own files (the manifest, the project rules).
+5. it is one of the runtime's own files: the manifest, the project rules,
+   and the installation the runtime runs from (`runtime_paths`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -251,6 +253,32 @@ def global_protected(tops: Iterable[str | None] = ()) -> list[str]:
         if top:
             out += gitconfig.hook_dirs(cfg, gitconfig.Repo(top, os.path.join(top, ".git"), os.path.join(top, ".git")))
     return out
+
+
+# -- rule 5: the runtime's own installation --------------------------------------------------
+
+_OWN_PACKAGES = ("agentcore", "acp_adapter", "conformance")
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_paths() -> tuple[Path, ...]:
+    """What this process runs its code from: its Python environment (a virtual environment, and the
+    interpreter's own prefix), the site directories on its path, and our packages' directories (an
+    editable install keeps them in a source tree). An agent that could change them would run its code
+    in the next runtime, or the next sandbox launcher and search process, outside any sandbox."""
+    import importlib.util
+    import site
+    import sys
+
+    found: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    on_path = {os.path.realpath(p) for p in sys.path if p}
+    sites = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    found += [d for d in sites if os.path.realpath(d) in on_path]
+    for name in _OWN_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        found += list(spec.submodule_search_locations or []) if spec is not None else []
+    real = (Path(os.path.realpath(d)) for d in found if d and os.path.isdir(d))
+    return tuple(dict.fromkeys(p for p in real if p != Path("/")))
 
 
 def enclosing_repos(path: str) -> list[gitconfig.Repo]:

@@ -12,7 +12,7 @@ import os
 from typing import Iterable
 
 from .catalog import ToolCatalog
-from .compiled import CompiledManifest, Locate, locator
+from .compiled import CompiledManifest, Locate, locator, reachable_runtime
 
 # Where each built-in capability is granted in `requires`, and what it is called there.
 _GRANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -33,7 +33,16 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _unused_grants(manifest, catalog, used, enabled, at)
     out += _unused_named(manifest, used, at)
     out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
+    out += _runtime_in_reach(manifest)
     return out
+
+
+def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:
+    return [
+        f"requires.fs.write reaches {path}, which agentcore runs from: it stays read-only (ENV-7 rule 5); "
+        "run agentcore from an environment outside the writable paths if commands should change this one"
+        for path in reachable_runtime(manifest.effective)
+    ]
 
 
 def _missing_roots(manifest: CompiledManifest) -> list[str]:

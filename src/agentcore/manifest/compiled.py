@@ -12,6 +12,7 @@ from ..errors import CompileError
 from ..limits import Limits
 from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
+from ..protected import runtime_paths
 from ..rules.model import CompiledRule, Rule, compile_rules
 from ..textdata import LineIndex, did_you_mean, key_path_text, line_of
 from ..variables import Bindings, expand, variables_in
@@ -299,6 +300,13 @@ def _skill_dirs(spec: ManifestSpec, bindings: Bindings, at: Locate) -> tuple[Pat
     )
 
 
+def reachable_runtime(effective: EffectiveCapabilities) -> tuple[Path, ...]:
+    """The parts of the runtime's installation (rule 5) that fs.write reaches: a writable base inside one,
+    or one inside a writable base. Only these are worth a read-only mount on every call."""
+    bases = [Path(os.path.realpath(p.base)) for p in effective.fs_write]
+    return tuple(r for r in runtime_paths() if any(b == r or r in b.parents or b in r.parents for b in bases))
+
+
 def compile_manifest(
     spec: ManifestSpec,
     *,
@@ -327,6 +335,7 @@ def compile_manifest(
     _check_mcp(spec, at)
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
+    protected += reachable_runtime(effective)
     return CompiledManifest(
         name=spec.name,
         spec=spec,
