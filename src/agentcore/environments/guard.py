@@ -40,6 +40,7 @@ from ..protected import (
     PROTECTED_DIRS,
     PROTECTED_NAMES,
     SEQUENCE_TAILS,
+    STARTUP_SUFFIX,
     is_layout,
     layout_reason,
     name_reason,
@@ -122,7 +123,8 @@ def _listdir(path: str) -> list[os.DirEntry[str]]:
 def _protected_child(parent: str, name: str) -> str | None:
     """The kind of protected entry `parent/name` is by its name or path (None: not protected by name)."""
     if name not in _ANY_NAME:
-        return "config" if startup_file(parent.rpartition("/")[2], name) else None
+        # A `.pth` name first: this runs for every entry of every directory listed.
+        return "config" if name.endswith(STARTUP_SUFFIX) and startup_file(parent.rpartition("/")[2], name) else None
     if name_reason(name) is not None:
         return "repo" if name == ".git" else "config"
     if name in SEQUENCE_TAILS and sequence_match((*parent.split("/"), name)):
