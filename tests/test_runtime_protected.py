@@ -95,4 +95,6 @@ def test_only_what_fs_write_reaches_is_added_and_the_manifest_check_says_so(make
     reaching = engine(ws, {"name": "r", "tools": ["write"], "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**", f"{PREFIX}/lib/**"]}}})
     assert PREFIX in reaching.manifest.protected_files
     warnings = manifest_warnings(reaching.manifest, catalog=default_catalog())
-    assert any(f"reaches {PREFIX}, which agentcore runs from" in w for w in warnings), warnings
+    assert [w for w in warnings if "agentcore runs from" in w] == [
+        f"requires.fs.write reaches what agentcore runs from ({PREFIX}): it stays read-only (ENV-7 rule 5); "
+        "run agentcore from an environment outside the writable paths if commands should change it"]

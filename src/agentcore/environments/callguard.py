@@ -116,12 +116,8 @@ def _discovery_dotgits(write_roots: Sequence[str], workspace_roots: Sequence[str
 def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Prepared:
     """The call's policy (read-only binds, placeholders, git environment) and what the sweep compares with."""
     ws = [os.path.realpath(w) for w in workspace_roots]
-    # A writable root that is, or lies in, a path the policy protects (the runtime's own installation,
-    # the manifest) is not writable at all: a read-only mount can only cover what lies inside a root.
-    kept = [os.fspath(p) for p in policy.protected]
-    open_roots = [r for r in policy.write_roots if protected_reason(os.path.realpath(r), kept) is None]
     try:
-        obs = guard.observe([os.fspath(r) for r in open_roots], ws)
+        obs = guard.observe([os.fspath(r) for r in policy.write_roots], ws)
         protected_roots = set(obs.protected_roots())
         writable = [t.root for t in obs.trees if t.writable and t.root not in protected_roots]
         repos = _repos(obs, [*ws, *writable])
@@ -136,7 +132,7 @@ def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Pre
     env = dict(policy.env) | git_env(sets)
     # A writable root that is itself protected (or a repository layout), or lies in a path a repository's
     # configuration names (a hook directory), is not writable at all.
-    roots = tuple(r for r in open_roots
+    roots = tuple(r for r in policy.write_roots
                   if os.path.realpath(r) not in protected_roots and protected_reason(os.path.realpath(r), named) is None)
     new = dataclasses.replace(policy, write_roots=roots, protected=tuple(Path(p) for p in protected), env=env)
     return Prepared(new, guard.with_extras(obs, extras), placeholders)

@@ -100,9 +100,11 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     else:
         cwd = workspace
     write_denied = _write_denied(manifest)
-    # A root that a write deny covers whole is not bound writable at all
-    # (a read-only mount inside it could not cover the root itself).
-    write_roots = [r for r in _write_roots(manifest) if not any(r == d or d in r.parents for d in write_denied)]
+    # A root that a write deny or a file of the runtime's own (ENV-7 rule 5: the manifest, the installation
+    # it runs from) covers whole is not bound writable at all (a read-only mount inside it could not cover
+    # the root itself).
+    locked = [*write_denied, *manifest.protected_files]
+    write_roots = [r for r in _write_roots(manifest) if not any(r == d or d in r.parents for d in locked)]
     protected = sandbox_protected_paths(write_roots, [*manifest.protected_files, *write_denied])
     env = {
         "PATH": ENV_PATH,

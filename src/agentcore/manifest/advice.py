@@ -38,11 +38,11 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:
-    return [
-        f"requires.fs.write reaches {path}, which agentcore runs from: it stays read-only (ENV-7 rule 5); "
-        "run agentcore from an environment outside the writable paths if commands should change this one"
-        for path in reachable_runtime(manifest.effective)
-    ]
+    reached = reachable_runtime(manifest.effective)
+    if not reached:
+        return []
+    return [f"requires.fs.write reaches what agentcore runs from ({', '.join(map(str, reached))}): it stays read-only "
+            "(ENV-7 rule 5); run agentcore from an environment outside the writable paths if commands should change it"]
 
 
 def _missing_roots(manifest: CompiledManifest) -> list[str]:
