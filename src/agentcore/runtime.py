@@ -435,18 +435,27 @@ class ProcessSurface:
     def rg_binary() -> str:
         """The ripgrep the `ripgrep` wheel installed beside this Python (its scripts directory), never one
         found on PATH: rg runs outside the sandbox, and PATH may name a directory the agent can write
-        (a project's `bin/` that direnv adds, `.`)."""
-        import sys
-        import sysconfig
+        (a project's `bin/` that direnv adds, `.`). Located once; whether it still runs, every time."""
+        found = _installed_rg()
+        if found is None or not os.access(found, os.X_OK):
+            raise ToolFailure("rg_missing", "ripgrep (rg) is not installed beside this Python (pip install ripgrep)")
+        return found
 
-        dirs = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]
-        user = sysconfig.get_path("scripts", f"{os.name}_user")
-        dirs += [Path(user)] if user else []
-        for d in dirs:
-            candidate = d / "rg"
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return os.fspath(candidate)
-        raise ToolFailure("rg_missing", "ripgrep (rg) is not installed beside this Python (pip install ripgrep)")
+
+@functools.lru_cache(maxsize=1)
+def _installed_rg() -> str | None:
+    # sysconfig works its paths out afresh on each call (about 0.2 ms): once per process is enough.
+    import sys
+    import sysconfig
+
+    dirs = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]
+    user = sysconfig.get_path("scripts", f"{os.name}_user")
+    dirs += [Path(user)] if user else []
+    for d in dirs:
+        candidate = d / "rg"
+        if candidate.is_file():
+            return os.fspath(candidate)
+    return None
 
 
 class _TeeSink:
