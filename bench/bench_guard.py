@@ -182,7 +182,7 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
         figure(f"prepare (walk + repository configuration + git environment), {entries} entries", med["prepare"], "ms",
                anchor="bare bwrap `true`, same argv", anchor_value=anchor),
         figure(f"bash `true` via pipeline, {entries}-entry workspace", med["pipeline"], "ms", anchor="bare bwrap `true`, same argv", anchor_value=anchor),
-        figure(f"bash `true` via pipeline, {entries}-entry workspace, a directory changed in the last 3 s", med["pipeline_changed"], "ms",
+        figure(f"bash `true` via pipeline, {entries}-entry workspace, a directory changed since the last call", med["pipeline_changed"], "ms",
                anchor="bare bwrap `true`, same argv", anchor_value=med["bare_bwrap_changed"]),
         figure("sweep after a command made a new 2,000-entry tree" if not quick else "sweep after a new 500-entry tree", med["sweep_new_tree"], "ms",
                anchor="bare bwrap `true`, same argv", anchor_value=anchor),
