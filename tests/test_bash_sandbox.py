@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from clock_support import early_in_a_second
 from test_bash_support import (
     ALLOW_ALL,
     OS_REFUSALS,
@@ -446,8 +447,7 @@ async def test_a_planted_entry_is_removed_on_a_filesystem_that_keeps_seconds(
     agent = make_agent(ws, bash_manifest(FILE_SHELL), engine_kwargs={"watchdog": "default"})
     same_second = 0
     for attempt in range(3):
-        while not 0.05 < time.time() % 1 < 0.4:  # early in a second: both calls fit in it
-            time.sleep(0.01)
+        early_in_a_second()
         assert_ran(await agent.call("bash", {"command": f"touch sub/x{attempt}"}))
         stamp = os.lstat(ws / "sub").st_ctime_ns
         env = await agent.call("bash", {"command": "touch sub/.envrc"})

@@ -13,6 +13,7 @@ from agentcore.environments.calltree import scan
 from agentcore.environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 from agentcore.rules.model import Rule, compile_rules
 from agentcore.variables import Bindings
+from clock_support import early_in_a_second
 
 
 def denies(ws: Path, *patterns: str, permission: str = "read", action: str = "deny", writes: bool = False) -> tuple:
@@ -339,7 +340,6 @@ def test_listings_are_kept_for_a_few_configurations_least_recently_walked_first_
 def test_a_filesystem_that_keeps_seconds_cannot_hide_a_denied_file(whole_second_fs: Path) -> None:
     """On ext4 with 128-byte inodes a file made in the same second as the directory's last change leaves
     its ctime as the previous walk saw it: that listing is not reused, and the new file is denied."""
-    import time
 
     from agentcore.environments import calltree
 
@@ -349,8 +349,7 @@ def test_a_filesystem_that_keeps_seconds_cannot_hide_a_denied_file(whole_second_
     calltree._listings.clear()
     same_second = 0
     for attempt in range(3):
-        while not 0.05 < time.time() % 1 < 0.4:  # early in a second: what follows fits in it
-            time.sleep(0.01)
+        early_in_a_second()
         (ws / "sub" / f"x{attempt}").write_text("x")
         scan([ws], [ws], reads)
         stamp = os.lstat(ws / "sub").st_ctime_ns

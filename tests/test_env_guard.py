@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from agentcore.environments import guard
 from agentcore.protected import is_layout, protected_reason
+from clock_support import early_in_a_second
 
 
 def cold(root: Path) -> guard.TreeState:
@@ -204,14 +205,6 @@ def test_the_incremental_walk_lists_only_what_changed(tmp_path: Path, monkeypatc
     assert os.fspath(ws / "d7" / "e" / ".envrc") in walker.s.entries
 
 
-def _early_in_a_second() -> None:
-    """Wait for the first part of a wall-clock second, so that what follows fits in the same second."""
-    import time
-
-    while not 0.05 < time.time() % 1 < 0.4:
-        time.sleep(0.01)
-
-
 def test_a_filesystem_that_keeps_seconds_cannot_hide_a_planted_entry(whole_second_fs: Path) -> None:
     """On ext4 with 128-byte inodes a change stamps its directory with the whole second: an entry planted in
     the same second as the change before `observe` leaves the ctime as `observe` saw it. Such a directory
@@ -222,7 +215,7 @@ def test_a_filesystem_that_keeps_seconds_cannot_hide_a_planted_entry(whole_secon
     hit_same_second = 0
     for attempt in range(3):
         guard.observe([os.fspath(root)])
-        _early_in_a_second()
+        early_in_a_second()
         (root / "sub" / f"x{attempt}").write_text("x")  # the directory's ctime becomes this second
         before = guard.observe([os.fspath(root)])
         stamp = os.lstat(root / "sub").st_ctime_ns

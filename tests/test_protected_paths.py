@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agentcore.protected import PROTECTED_DIRS, PROTECTED_NAMES, PROTECTED_SEQUENCES, SITE_DIRS, layout_reason, write_protection
+from clock_support import early_in_a_second
 
 pytestmark = pytest.mark.anyio
 
@@ -153,15 +154,13 @@ async def test_only_pth_files_directly_in_a_site_directory_are_python_start_up_f
 def test_a_configuration_rewritten_within_one_second_is_read_again(whole_second_fs: Path) -> None:
     """On a filesystem that keeps whole seconds, rewriting a config file with as many bytes in the same
     second keeps its size and stamps: the cached reading must not outlive the rewrite."""
-    import time
 
     from agentcore.protected import load_config
 
     config = whole_second_fs / "config"
     same_second = 0
     for attempt in range(3):
-        while not 0.05 < time.time() % 1 < 0.4:  # early in a second: both writes fit in it
-            time.sleep(0.01)
+        early_in_a_second()
         config.write_text("[core]\n\thooksPath = aaaa\n")
         assert [e.value for e in load_config([os.fspath(config)]).values("core", "hookspath")] == ["aaaa"]
         stamp = os.stat(config).st_ctime_ns
