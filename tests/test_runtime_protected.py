@@ -51,6 +51,20 @@ def test_the_runtime_paths_are_this_installation() -> None:
     assert any(SITE == p or p in SITE.parents for p in paths)
 
 
+def test_a_prefix_shared_with_the_system_counts_only_for_pythons_own_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python installed in /usr shares the prefix with everything else there: protecting all of /usr
+    would take a writable /usr/local away from a manifest that grants it. Only Python's parts count."""
+    for name in ("prefix", "base_prefix", "exec_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, "/usr")
+    runtime_paths.cache_clear()
+    try:
+        paths = runtime_paths()
+    finally:
+        runtime_paths.cache_clear()
+    assert Path("/usr") not in paths and Path("/usr/local") not in paths
+    assert PACKAGE in paths  # our own packages still count wherever they are
+
+
 @pytest.mark.parametrize("where", ["prefix", "package", "site"])
 async def test_the_file_tools_refuse_to_write_into_it(make_workspace: Callable[..., Path], make_agent: Callable[..., Any],
                                                       probe: Callable[[Path], Path], where: str) -> None:

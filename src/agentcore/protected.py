@@ -258,27 +258,36 @@ def global_protected(tops: Iterable[str | None] = ()) -> list[str]:
 # -- rule 5: the runtime's own installation --------------------------------------------------
 
 _OWN_PACKAGES = ("agentcore", "acp_adapter", "conformance")
+# Prefixes Python shares with the rest of the system: only its own parts of them count.
+_SHARED_PREFIXES = frozenset({"/", "/usr", "/usr/local"})
 
 
 @functools.lru_cache(maxsize=1)
 def runtime_paths() -> tuple[Path, ...]:
-    """What this process runs its code from: its Python environment (a virtual environment, and the
-    interpreter's own prefix), the site directories on its path, and our packages' directories (an
-    editable install keeps them in a source tree). An agent that could change them would run its code
-    in the next runtime, or the next sandbox launcher and search process, outside any sandbox."""
-    import importlib.util
+    """What this process runs its code from: its Python environment (a virtual environment or an
+    installation of its own, whole; in a prefix shared with the system, the standard library, the
+    interpreter and its shared library), the site directories on its path, and our packages'
+    directories (an editable install keeps them in a source tree). An agent that could change them
+    would run its code in the next runtime, or the next sandbox launcher and search process, outside
+    any sandbox."""
     import site
     import sys
+    import sysconfig
 
-    found: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    found: list[str] = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+                        if os.path.realpath(p) not in _SHARED_PREFIXES]
+    found += [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), sys.executable, getattr(sys, "_base_executable", "")]
+    libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
+    if libdir and library:
+        found.append(os.path.join(libdir, library))
     on_path = {os.path.realpath(p) for p in sys.path if p}
     sites = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     found += [d for d in sites if os.path.realpath(d) in on_path]
-    for name in _OWN_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        found += list(spec.submodule_search_locations or []) if spec is not None else []
-    real = (Path(os.path.realpath(d)) for d in found if d and os.path.isdir(d))
-    return tuple(dict.fromkeys(p for p in real if p != Path("/")))
+    # Our packages come in one distribution, side by side (found here without a search of sys.path).
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found += [os.path.join(top, name) for name in _OWN_PACKAGES]
+    real = (Path(os.path.realpath(p)) for p in found if p and os.path.exists(p))
+    return tuple(dict.fromkeys(p for p in real if os.fspath(p) not in _SHARED_PREFIXES))
 
 
 def enclosing_repos(path: str) -> list[gitconfig.Repo]:

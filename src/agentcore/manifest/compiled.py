@@ -304,6 +304,8 @@ def reachable_runtime(effective: EffectiveCapabilities) -> tuple[Path, ...]:
     """The parts of the runtime's installation (rule 5) that fs.write reaches: a writable base inside one,
     or one inside a writable base. Only these are worth a read-only mount on every call."""
     bases = [Path(os.path.realpath(p.base)) for p in effective.fs_write]
+    if not bases:
+        return ()
     reached = [r for r in runtime_paths() if any(b == r or r in b.parents or b in r.parents for b in bases)]
     return tuple(r for r in reached if not any(o in r.parents for o in reached))  # outermost: one mount each
 
