@@ -274,8 +274,8 @@ def runtime_paths() -> tuple[Path, ...]:
     import sys
     import sysconfig
 
-    found: list[str] = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-                        if os.path.realpath(p) not in _SHARED_PREFIXES]
+    prefixes = dict.fromkeys([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix])  # in this order, every run
+    found: list[str] = [p for p in prefixes if os.path.realpath(p) not in _SHARED_PREFIXES]
     found += [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), sys.executable, getattr(sys, "_base_executable", "")]
     libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
     if libdir and library:
