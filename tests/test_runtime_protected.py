@@ -101,6 +101,25 @@ async def test_a_sandboxed_command_cannot_write_into_it(make_workspace: Callable
     assert not target.exists()
 
 
+@pytest.mark.bwrap
+async def test_a_writable_root_reached_through_a_symlink_is_read_only_too(
+    tmp_path: Path, make_workspace: Callable[..., Path], make_agent: Callable[..., Any], probe: Callable[[Path], Path]
+) -> None:
+    """The same installation named through a symlinked ancestor: the roots are compared as they really are."""
+    from test_bash_support import ANY, allow, assert_ran, bash_manifest, require_bwrap
+
+    require_bwrap()
+    ws = make_workspace("ws", {"a.txt": "a\n"})
+    link = tmp_path / "via-link"
+    link.symlink_to(PREFIX.parent)
+    site = link / PREFIX.name / SITE.relative_to(PREFIX)
+    agent = make_agent(ws, bash_manifest([allow("touch", ANY)], read=["{workspace}/**", f"{site}/**"], write=["{workspace}/**", f"{site}/**"]),
+                       engine_kwargs={"watchdog": "default"})
+    target = probe(SITE)
+    assert assert_ran(await agent.call("bash", {"command": f"touch {target}"}))["exit_code"] != 0
+    assert not target.exists()
+
+
 def test_only_what_fs_write_reaches_is_added_and_the_manifest_check_says_so(make_workspace: Callable[..., Path], engine: Callable[..., Any]) -> None:
     ws = make_workspace("ws", {"a.txt": "a\n"})
     plain = engine(ws, {"name": "p", "tools": ["write"], "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**"]}}})

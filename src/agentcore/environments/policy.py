@@ -50,7 +50,9 @@ def _write_roots(manifest: "CompiledManifest") -> list[Path]:
         # Only what exists can be bound; a missing root is simply not writable
         # from the sandbox (fail closed), while the write tool can create it.
         if base.exists() and not base.is_symlink():
-            roots.append(base)
+            # As it really is: a root named through a symlinked ancestor must still compare equal to, or
+            # inside, the protected and denied paths below (which are canonical), or it would stay writable.
+            roots.append(Path(os.path.realpath(base)))
     # Drop roots nested inside other roots (one bind covers them).
     roots.sort(key=lambda p: len(p.parts))
     out: list[Path] = []
@@ -103,7 +105,7 @@ def policy_for(manifest: "CompiledManifest") -> SandboxPolicy:
     # A root that a write deny or a file of the runtime's own (ENV-7 rule 5: the manifest, the installation
     # it runs from) covers whole is not bound writable at all (a read-only mount inside it could not cover
     # the root itself).
-    locked = [*write_denied, *manifest.protected_files]
+    locked = [Path(os.path.realpath(p)) for p in [*write_denied, *manifest.protected_files]]
     write_roots = [r for r in _write_roots(manifest) if not any(r == d or d in r.parents for d in locked)]
     protected = sandbox_protected_paths(write_roots, [*manifest.protected_files, *write_denied])
     env = {
