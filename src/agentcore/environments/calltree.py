@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protected import PROTECTED_DIRS, PROTECTED_NAMES, SITE_DIRS, STARTUP_SUFFIX
+from ..protected import PROTECTED_DIRS, PROTECTED_NAMES, SITE_DIRS, startup_file
 from ..timestamps import recent
 from .denies import WildcardDeny
 
@@ -217,7 +217,8 @@ def _list(
     denied: list[str] = []
     protected: list[str] = []
     subdirs: list[tuple[str, bool]] = []
-    site_dir = os.path.basename(top) in SITE_DIRS  # its `.pth` files are Python start-up files
+    top_name = os.path.basename(top)
+    in_site = top_name in SITE_DIRS  # decided once: only a site directory can hold Python start-up files
     for entry in entries:
         name = entry.name
         try:
@@ -235,7 +236,7 @@ def _list(
             if write_denies and (is_file or is_dir) and _matched(write_denies, full, is_file):
                 protected.append(full)
                 continue  # read-only as a whole
-            if name in PROTECTED_NAMES or name in PROTECTED_DIRS or (site_dir and name.endswith(STARTUP_SUFFIX)):
+            if name in PROTECTED_NAMES or name in PROTECTED_DIRS or (in_site and startup_file(top_name, name)):
                 # At the top too: the policy no longer lists them there (the guard keeps them), and
                 # a hard link to one must be known as a link to a protected file.
                 protected.append(full)
