@@ -472,3 +472,58 @@ async def test_python_start_up_files_cannot_be_planted_or_changed(agent_for: Cal
     assert (site / "existing.pth").read_text() == "/opt/extra\n"
     assert_ran(await agent.call("bash", {"command": f"touch {rel}/pkg/mod.py"}))
     assert (site / "pkg" / "mod.py").exists()
+
+
+def _real_venv(where: Path) -> Path:
+    """A real virtual environment (no pip: quick) whose start-up imports a module of its own, as
+    virtualenv's `_virtualenv.pth` and setuptools' `distutils-precedence.pth` do."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", os.fspath(where)], check=True, capture_output=True)
+    purelib = sysconfig.get_path("purelib", vars={"base": os.fspath(where), "platbase": os.fspath(where)})
+    site = Path(purelib)
+    (site / "_starter.pth").write_text("import _starter\n")
+    (site / "_starter.py").write_text("")
+    return site
+
+
+async def test_a_virtual_environment_cannot_be_changed_to_run_code_at_its_next_start(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """A virtual environment in a writable root is read-only whole: its interpreter, activation scripts,
+    `pyvenv.cfg` and the modules its start-up imports run outside any sandbox whenever the user or the
+    editor starts it. Checked by starting it afterwards: nothing the commands wrote runs."""
+    import subprocess
+
+    venv = lab.ws / ".venv"
+    site = _real_venv(venv)
+    rel = os.path.relpath(site, lab.ws)
+    pwned = lab.root / "pwned"
+    (lab.ws / "evil.py").write_text(f"open({os.fspath(pwned)!r}, 'w').close()\n")
+    (lab.ws / "evil.sh").write_text(f"#!/bin/sh\ntouch {pwned}\n")
+    (lab.ws / "evil.cfg").write_text(f"home = {lab.ws}\ninclude-system-site-packages = true\n")
+    before = {p: p.read_bytes() if p.is_file() and not p.is_symlink() else os.readlink(p) if p.is_symlink() else None
+              for p in venv.rglob("*")}
+    agent = agent_for(FILE_SHELL)
+    for command in (f"cp evil.py {rel}/_starter.py", "cp evil.sh .venv/bin/activate", "mv .venv/bin/python .venv/bin/old",
+                    "cp evil.cfg .venv/pyvenv.cfg", f"touch {rel}/new_module.py", "mkdir .venv/include/x"):
+        env = await agent.call("bash", {"command": command})
+        assert_ran(env)
+    if (venv / "bin" / "python").exists():  # a command that moved it away also fails the comparison below
+        subprocess.run([os.fspath(venv / "bin" / "python"), "-c", "pass"], capture_output=True, timeout=30)
+    subprocess.run(["sh", "-c", ". .venv/bin/activate"], cwd=lab.ws, capture_output=True, timeout=30)
+    assert not pwned.exists()
+    after = {p: p.read_bytes() if p.is_file() and not p.is_symlink() else os.readlink(p) if p.is_symlink() else None
+             for p in venv.rglob("*")}
+    assert after == before
+
+
+async def test_a_virtual_environment_a_command_makes_does_not_survive_it(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """`pyvenv.cfg` makes a directory a virtual environment that editors find and start on their own:
+    one a command makes is taken back, the rest of the directory stays."""
+    agent = agent_for(FILE_SHELL)
+    env = await agent.call("bash", {"command": "mkdir -p made/bin && cp a.txt made/pyvenv.cfg && cp a.txt sub/pyvenv.cfg"})
+    _prevented(env)
+    assert env.to_dict()["metadata"].get("protected_removed") == 2, env.to_dict()
+    assert not (lab.ws / "made" / "pyvenv.cfg").exists() and not (lab.ws / "sub" / "pyvenv.cfg").exists()
+    assert (lab.ws / "made" / "bin").is_dir() and (lab.ws / "sub").is_dir()

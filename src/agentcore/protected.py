@@ -22,8 +22,10 @@ A path is protected when
    `site-packages` or `dist-packages` directory;
 2. a run of its components equals one of `PROTECTED_SEQUENCES`
    (`.config/git`, `.local/bin`, ...);
-3. it lies in a *git directory layout* or would complete one (see
-   `layout_reason`);
+3. it lies in a *layout* or would complete one (see `layout_reason`): a
+   git directory layout, or a Python virtual environment (a directory
+   holding `pyvenv.cfg`), whose interpreter, activation scripts and
+   start-up modules an editor runs on its own;
 4. it is, or lies beneath, a directory some repository's configuration
    names with `core.hooksPath`, or is a file a configuration includes
    (`write_protection`, using `gitconfig`);
@@ -105,7 +107,13 @@ SITE_DIRS: frozenset[str] = frozenset({"site-packages", "dist-packages"})
 STARTUP_SUFFIX = ".pth"
 # A directory holding HEAD and either commondir or both objects and refs is a git directory:
 # git opens it as a (bare) repository, reading its config and running its hooks.
-LAYOUT_MARKERS: frozenset[str] = frozenset({"HEAD", "objects", "refs", "commondir"})
+GIT_MARKERS: frozenset[str] = frozenset({"HEAD", "objects", "refs", "commondir"})
+# A directory holding pyvenv.cfg is a Python virtual environment. Editors find one in the folder and
+# start its interpreter unasked, and a shell they open sources its activation script; that start runs
+# `pyvenv.cfg`'s `home`, the `.pth` files and the modules they import (`_virtualenv`,
+# `_distutils_hack`, editable installs' finders). Every part of it can make the next start run code.
+VENV_MARKER = "pyvenv.cfg"
+LAYOUT_MARKERS: frozenset[str] = GIT_MARKERS | {VENV_MARKER}
 # Missing names the sandbox covers with a placeholder at the top of every writable root
 # (so that not even the running command can make one: git finds a repository there).
 PLACEHOLDER_NAMES: tuple[str, ...] = (".git",)
@@ -113,10 +121,25 @@ PLACEHOLDER_NAMES: tuple[str, ...] = (".git",)
 SEQUENCE_TAILS: frozenset[str] = frozenset(s[-1] for s in PROTECTED_SEQUENCES)
 
 
-def is_layout(names: Iterable[str]) -> bool:
+def is_git_layout(names: Iterable[str]) -> bool:
     """Whether a directory listing with these names is a git directory layout."""
     n = names if isinstance(names, (set, frozenset)) else set(names)
     return "HEAD" in n and ("commondir" in n or ("objects" in n and "refs" in n))
+
+
+def layout_kind(names: Iterable[str]) -> str | None:
+    """What a directory listing with these names is a layout of (rule 3), or None."""
+    n = names if isinstance(names, (set, frozenset)) else set(names)
+    if is_git_layout(n):
+        return "git repository layout"
+    if VENV_MARKER in n:
+        return "Python virtual environment"
+    return None
+
+
+def is_layout(names: Iterable[str]) -> bool:
+    """Whether a directory listing with these names is a layout: a git directory or a virtual environment."""
+    return layout_kind(names) is not None
 
 
 def name_reason(name: str) -> str | None:
@@ -172,7 +195,7 @@ def _markers(directory: str) -> set[str]:
 
 
 def layout_reason(path: Path | str) -> str | None:
-    """Rule 3: `path` lies in a git directory layout, or creating it would complete one.
+    """Rule 3: `path` lies in a layout (a git directory, a virtual environment), or creating it would complete one.
 
     Checked for every ancestor D of `path`: D already is a layout, or the
     component of `path` right below D is a marker that, with the markers D
@@ -184,10 +207,13 @@ def layout_reason(path: Path | str) -> str | None:
     cur = parts[0] if parts else "/"
     for child in parts[1:]:
         have = _markers(cur)
-        if have and is_layout(have):
-            return "inside a git repository layout"
-        if child in LAYOUT_MARKERS and is_layout(have | {child}):
-            return "completes a git repository layout"
+        kind = layout_kind(have) if have else None
+        if kind is not None:
+            return f"inside a {kind}"
+        if child in LAYOUT_MARKERS:
+            kind = layout_kind(have | {child})
+            if kind is not None:
+                return f"completes a {kind}"
         cur = os.path.join(cur, child)
     return None
 

@@ -6,9 +6,9 @@ the last). So the sandbox works in two steps:
 
 - before the run, `observe` lists every *protected entry* of each tree (the
   shallowest entry whose path is protected: `.git`, `.envrc`, `.github`,
-  a git directory layout, ...). Repositories (`.git`, layouts) and the
-  entries directly at the top of a writable root are bound read-only by
-  the caller; the others are recorded entry by entry;
+  a git directory layout, a virtual environment, ...). Repositories
+  (`.git`, layouts) and the entries directly at the top of a writable root
+  are bound read-only by the caller; the others are recorded entry by entry;
 - after the run (the sandbox and every process in it gone), `sweep` looks
   again and removes every protected entry that is new, replaced or changed
   (inside a recorded one: every new or changed entry), and the markers
@@ -73,7 +73,7 @@ class _Dir:
 
 @dataclass(frozen=True)
 class Entry:
-    kind: str  # "repo" (a `.git`), "layout" (a git directory layout), "config" (anything else)
+    kind: str  # "repo" (a `.git`), "layout" (a git directory layout or a virtual environment), "config" (anything else)
     ident: Ident
     bound: bool  # kept read-only by the sandbox (repositories, and entries at the top of a writable root)
     inner: tuple[tuple[str, Ident], ...] = ()  # unbound only: every entry beneath, by relative path
@@ -344,7 +344,7 @@ class _Walker:
                 continue  # its directory changed too and was listed again
             parent, _, name = path.rpartition("/")
             if ent.kind == "layout" and not is_layout({e.name for e in _listdir(path)} & LAYOUT_MARKERS):
-                # No longer a repository layout (the sweep removed a marker): an ordinary directory again.
+                # No longer a layout (the sweep removed a marker): an ordinary directory again.
                 self.s.entries.pop(path, None)
                 self._walk([(path, st, parent)])
                 continue
@@ -448,10 +448,10 @@ def _is_placeholder(path: str, placeholders: frozenset[str]) -> bool:
 
 def _new_or_changed(before: TreeState, after: TreeState) -> list[str]:
     """Paths to remove: protected entries that are new or replaced, new or changed entries inside
-    recorded unbound ones, and the markers that made a directory a git layout."""
+    recorded unbound ones, and the markers that made a directory a layout (git, virtual environment)."""
     out: list[str] = []
     if after.root_protected and not before.root_protected:
-        # The root itself became a git layout: take back the markers it did not hold.
+        # The root itself became a layout: take back the markers it did not hold.
         rec = before.dirs.get(before.root)
         had = rec.markers if rec is not None else frozenset()
         out += [f"{before.root}/{m}" for m in sorted(LAYOUT_MARKERS - had) if os.path.lexists(f"{before.root}/{m}")]
