@@ -519,11 +519,12 @@ async def test_a_virtual_environment_cannot_be_changed_to_run_code_at_its_next_s
 
 
 async def test_a_virtual_environment_a_command_makes_does_not_survive_it(agent_for: Callable[..., Any], lab: Lab) -> None:
-    """`pyvenv.cfg` makes a directory a virtual environment that editors find and start on their own:
-    one a command makes is taken back, the rest of the directory stays."""
+    """`pyvenv.cfg` (or `conda-meta`) makes a directory an environment that editors find and start on
+    their own: one a command makes is taken back, the rest of the directory stays."""
     agent = agent_for(FILE_SHELL)
-    env = await agent.call("bash", {"command": "mkdir -p made/bin && cp a.txt made/pyvenv.cfg && cp a.txt sub/pyvenv.cfg"})
+    env = await agent.call("bash", {"command": "mkdir -p made/bin && cp a.txt made/pyvenv.cfg && cp a.txt sub/pyvenv.cfg && mkdir -p conda/conda-meta"})
     _prevented(env)
-    assert env.to_dict()["metadata"].get("protected_removed") == 2, env.to_dict()
+    assert env.to_dict()["metadata"].get("protected_removed") == 3, env.to_dict()
     assert not (lab.ws / "made" / "pyvenv.cfg").exists() and not (lab.ws / "sub" / "pyvenv.cfg").exists()
-    assert (lab.ws / "made" / "bin").is_dir() and (lab.ws / "sub").is_dir()
+    assert not (lab.ws / "conda" / "conda-meta").exists()
+    assert (lab.ws / "made" / "bin").is_dir() and (lab.ws / "sub").is_dir() and (lab.ws / "conda").is_dir()

@@ -110,6 +110,19 @@ async def test_a_virtual_environment_is_protected_whole(make_workspace: Callable
         assert (await agent.call("write", {"path": path, "content": "x\n"})).ok, path
 
 
+async def test_a_conda_environment_is_protected_whole(make_workspace: Callable[..., Path], make_agent: Callable[..., Any]) -> None:
+    """A directory holding `conda-meta` (conda, or pixi's `.pixi/envs/default`) is an environment too: its
+    activation scripts run whenever it is activated."""
+    ws = make_workspace("ws", {".pixi/envs/default/conda-meta/history": "", ".pixi/envs/default/bin/python3": "",
+                               "tools/bin/x": ""})
+    agent = make_agent(ws)
+    for path in (".pixi/envs/default/etc/conda/activate.d/evil.sh", ".pixi/envs/default/bin/python3", "tools/conda-meta/history"):
+        assert_protected(await agent.call("write", {"path": path, "content": "touch pwned\n"}))
+    assert layout_reason(ws / ".pixi/envs/default/bin/python3") == "inside a conda environment"
+    assert not (ws / ".pixi/envs/default/etc").exists() and not (ws / "tools/conda-meta").exists()
+    assert (await agent.call("write", {"path": "tools/bin/x", "content": "fine\n"})).ok
+
+
 async def test_directories_and_includes_named_by_the_repository_configuration(make_workspace: Callable[..., Path], make_agent: Callable[..., Any]) -> None:
     ws = make_workspace("ws", {".git/HEAD": "ref: refs/heads/main\n", ".git/config": (
         "[core]\n\thooksPath = tools/git-hooks\n[include]\n\tpath = ../shared/git.cfg\n"

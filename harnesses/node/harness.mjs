@@ -43,7 +43,7 @@ const WATCHDOG_CATEGORIES = new Set(["exfiltration", "destructive", "code_execut
 const PROTECTED_DIRS = new Set([".agentcore", ".amazonq", ".azure-pipelines", ".buildkite", ".circleci", ".claude", ".codex", ".continue", ".cursor", ".devcontainer", ".fleet", ".forgejo", ".gemini", ".git", ".gitea", ".githooks", ".github", ".gitlab", ".husky", ".idea", ".kiro", ".lefthook", ".mise", ".opencode", ".roo", ".semaphore", ".ssh", ".theia", ".vscode", ".windsurf", ".woodpecker", ".zed", ".cargo", ".mvn", ".hg", ".jj"]);
 // SPEC ENV-7 / Table 5 (rule 4, what git configuration names, is not implemented here).
 const PROTECTED_SEQUENCES = [[".config", "git"], [".config", "systemd"], [".config", "autostart"], [".config", "environment.d"], [".config", "direnv"], [".config", "fish"], [".config", "mise"], [".config", "Code", "User"], [".local", "bin"]];
-const LAYOUT_MARKERS = ["HEAD", "objects", "refs", "commondir", "pyvenv.cfg"];
+const LAYOUT_MARKERS = ["HEAD", "objects", "refs", "commondir", "pyvenv.cfg", "conda-meta"];
 
 class CompileError extends Error {}
 class Refusal extends Error {
@@ -262,9 +262,10 @@ function canonicalize(raw, workspace) {
   return cur;
 }
 
-// A git directory layout, or a Python virtual environment (an editor starts its interpreter unasked).
+// A git directory layout, or a Python or conda environment (an editor starts its interpreter unasked).
 function isLayout(names) {
-  return (names.has("HEAD") && (names.has("commondir") || (names.has("objects") && names.has("refs")))) || names.has("pyvenv.cfg");
+  const git = names.has("HEAD") && (names.has("commondir") || (names.has("objects") && names.has("refs")));
+  return git || names.has("pyvenv.cfg") || names.has("conda-meta");
 }
 
 function layoutMarkers(dir) {
@@ -284,7 +285,7 @@ function isProtected(p) {
       if (i + 1 >= seq.length && seq.every((c, k) => parts[i + 1 - seq.length + k] === c)) return true;
     }
   }
-  // A layout (git directory, virtual environment), or the marker that would complete one (either order of creation).
+  // A layout (git directory, Python or conda environment), or the marker that would complete one (either order of creation).
   let cur = "/";
   for (const child of parts) {
     const have = layoutMarkers(cur);

@@ -24,8 +24,9 @@ A path is protected when
    (`.config/git`, `.local/bin`, ...);
 3. it lies in a *layout* or would complete one (see `layout_reason`): a
    git directory layout, or a Python virtual environment (a directory
-   holding `pyvenv.cfg`), whose interpreter, activation scripts and
-   start-up modules an editor runs on its own;
+   holding `pyvenv.cfg`) or conda environment (holding `conda-meta`), whose
+   interpreter, activation scripts and start-up modules an editor runs on
+   its own;
 4. it is, or lies beneath, a directory some repository's configuration
    names with `core.hooksPath`, or is a file a configuration includes
    (`write_protection`, using `gitconfig`);
@@ -113,7 +114,10 @@ GIT_MARKERS: frozenset[str] = frozenset({"HEAD", "objects", "refs", "commondir"}
 # `pyvenv.cfg`'s `home`, the `.pth` files and the modules they import (`_virtualenv`,
 # `_distutils_hack`, editable installs' finders). Every part of it can make the next start run code.
 VENV_MARKER = "pyvenv.cfg"
-LAYOUT_MARKERS: frozenset[str] = GIT_MARKERS | {VENV_MARKER}
+# The same for a conda (or pixi: `.pixi/envs/*`) environment, which also keeps the scripts activation
+# sources (`etc/conda/activate.d`).
+CONDA_MARKER = "conda-meta"
+LAYOUT_MARKERS: frozenset[str] = GIT_MARKERS | {VENV_MARKER, CONDA_MARKER}
 # Missing names the sandbox covers with a placeholder at the top of every writable root
 # (so that not even the running command can make one: git finds a repository there).
 PLACEHOLDER_NAMES: tuple[str, ...] = (".git",)
@@ -134,6 +138,8 @@ def layout_kind(names: Iterable[str]) -> str | None:
         return "git repository layout"
     if VENV_MARKER in n:
         return "Python virtual environment"
+    if CONDA_MARKER in n:
+        return "conda environment"
     return None
 
 
