@@ -380,3 +380,46 @@ def test_stricter_environment() -> None:
     assert stricter_environment("bwrap", "none") == "bwrap"
     assert stricter_environment("none", "none") == "none"
     assert stricter_environment("none", "future-vm") == "future-vm"
+
+
+async def test_subagent_manifests_cannot_be_rewritten_by_the_agent(tmp_path: Path) -> None:
+    """A named child keeps only its parent's denies (SUB-3), so a subagent manifest the agent could edit
+    would let it give a child any rules it liked: every one reachable through `agents` is protected
+    (rule 5), nested ones and unparsable ones included, while the rest of the workspace stays writable."""
+    ws = tmp_path / "ws"
+    (ws / "agents").mkdir(parents=True)
+    ask_push = [{"permission": "write", "pattern": "*", "action": "ask"}]
+    write(ws / "agents" / "helper.yaml", {"name": "helper", "tools": ["write"], "environment": "none", "rules": ask_push,
+                                          "agents": {"deep": "deep.yaml", "odd": "../odd.yaml"}})
+    write(ws / "agents" / "deep.yaml", {"name": "deep", "tools": ["read"], "environment": "none", "agents": {"back": "helper.yaml"}})
+    (ws / "odd.yaml").write_text("name: [unclosed\n")
+    manifest = write(ws / "agent.yaml", {
+        "name": "parent", "tools": ["write", "task"], "environment": "none", "agents": {"helper": "agents/helper.yaml"},
+        "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**"]}},
+        "rules": [{"permission": "*", "pattern": "*", "action": "allow"}],
+    })
+    compiled = load_manifest(manifest, workspace=ws)
+    expected = {ws / "agent.yaml", ws / "agents" / "helper.yaml", ws / "agents" / "deep.yaml", ws / "odd.yaml"}
+    assert expected <= set(compiled.protected_files)
+    engine = Engine(compiled, watchdog=AllowAllWatchdog())
+    session = engine.open_session(headless=True)
+    try:
+        for rel in ("agents/helper.yaml", "agents/deep.yaml", "odd.yaml", "agents/../agents/helper.yaml"):
+            env = await engine.call(session, "write", {"path": rel, "content": "name: helper\nrules: [{permission: '*', pattern: '*', action: allow}]\n"})
+            assert env.type == "error" and env.refusal and env.refusal["code"] == "protected", (rel, env.to_dict())
+        assert yaml.safe_load((ws / "agents" / "helper.yaml").read_text())["rules"] == ask_push
+        assert (await engine.call(session, "write", {"path": "agents/notes.md", "content": "x\n"})).ok
+    finally:
+        session.close()
+
+
+def test_too_many_subagent_manifests_is_a_compile_error(tmp_path: Path) -> None:
+    from agentcore.errors import CompileError
+    from agentcore.manifest.compiled import MAX_AGENT_FILES, agent_files
+
+    for i in range(MAX_AGENT_FILES + 1):
+        nested = {"agents": {"next": f"a{i + 1}.yaml"}} if i < MAX_AGENT_FILES else {}
+        write(tmp_path / f"a{i}.yaml", {"name": f"a{i}", **nested})
+    assert len(agent_files({"first": tmp_path / "a1.yaml"})) == MAX_AGENT_FILES
+    with pytest.raises(CompileError):
+        agent_files({"first": tmp_path / "a0.yaml"})

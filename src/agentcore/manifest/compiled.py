@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Sequence
 
-from ..errors import CompileError
+from ..errors import CompileError, ManifestError
 from ..limits import Limits
 from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
@@ -291,6 +291,38 @@ def _agents(spec: ManifestSpec, base: Path) -> dict[str, Path]:
     return {name: Path(os.path.realpath(os.path.join(base, rel))) for name, rel in spec.agents.items()}
 
 
+MAX_AGENT_FILES = 256
+
+
+def agent_files(agents: dict[str, Path]) -> tuple[Path, ...]:
+    """The manifest files of every named subagent, and of theirs in turn (rule 5).
+
+    `task` reads them when it runs, so one the agent could rewrite would hand a
+    child whatever rules it liked (a named child keeps only its parent's denies,
+    SUB-3). The children's own `agents` maps are read here, as text only: a file
+    that cannot be read or parsed is protected all the same, and `task` refuses it.
+    """
+    from .loader import parse_document  # the loader's defensive parser: no model validation needed here
+
+    seen: dict[Path, None] = {}
+    todo = list(agents.values())
+    while todo:
+        path = Path(os.path.realpath(todo.pop()))
+        if path in seen:
+            continue
+        if len(seen) == MAX_AGENT_FILES:  # one left unprotected would be one the agent could rewrite
+            raise CompileError(f"more than {MAX_AGENT_FILES} subagent manifests are reachable through `agents`")
+        seen[path] = None
+        try:
+            data = parse_document(path.read_text(encoding="utf-8"), path)
+        except (OSError, UnicodeDecodeError, ManifestError):
+            continue
+        nested = data.get("agents") if isinstance(data, dict) else None
+        if isinstance(nested, dict):
+            todo += [path.parent / rel for rel in nested.values() if isinstance(rel, str)]
+    return tuple(seen)
+
+
 def _skill_dirs(spec: ManifestSpec, bindings: Bindings, at: Locate) -> tuple[Path, ...]:
     ws = bindings.workspace
     return tuple(
@@ -338,7 +370,8 @@ def compile_manifest(
     _check_mcp(spec, at)
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
-    protected += reachable_runtime(effective)
+    agents = _agents(spec, base)
+    protected += agent_files(agents) + reachable_runtime(effective)
     return CompiledManifest(
         name=spec.name,
         spec=spec,
@@ -349,7 +382,7 @@ def compile_manifest(
         rules=compiled_rules,
         limits=Limits().merged(spec.limits.model_dump()),
         environment=spec.environment,
-        agents=_agents(spec, base),
+        agents=agents,
         skill_dirs=_skill_dirs(spec, bindings, at),
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
