@@ -164,6 +164,22 @@ async def test_headless_sends_no_permission_request(setup: dict[str, Any]) -> No
     assert not (setup["ws"] / "x.txt").exists()
 
 
+async def test_the_session_database_is_not_the_agents_to_write(setup: dict[str, Any]) -> None:
+    """`session/load` restores a recording's remembered answers: with the database inside the workspace, the
+    agent cannot edit it or plant a journal SQLite would apply (refused before anyone is asked)."""
+    script = _script(setup["tmp"] / "s.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "sessions.db-journal", "content": "1"}}]},
+                                               {"text": "ok"}])
+    client = RecordingClient()
+    args = ["--manifest", str(setup["manifest"]), "--model", f"script:{script}", "--db", str(setup["ws"] / "sessions.db")]
+    async with acp_agent(client, *args, cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    assert client.permissions == []
+    assert client.tool_updates("call_1")[-1]["rawOutput"]["metadata"]["refusal"]["code"] == "protected"
+    assert not (setup["ws"] / "sessions.db-journal").exists()
+
+
 # -- what the client offers ---------------------------------------------------------------------------
 
 

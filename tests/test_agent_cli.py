@@ -134,6 +134,21 @@ def test_a_session_can_be_continued(setup: dict[str, Path]) -> None:
     assert texts == ["go", "first answer", "again", "second answer"]
 
 
+def test_the_session_database_is_not_the_agents_to_write(setup: dict[str, Path], write_manifest: Callable[..., Path]) -> None:
+    """A recording the agent could edit would give a continued session "always" answers nobody gave: with
+    the database inside the workspace and fs.write on it, the database and SQLite's side files are refused."""
+    m = write_manifest({"name": "cli", "tools": ["write"], "requires": {"fs": {"write": ["{workspace}/**"]}}, "rules": ALLOW})
+    db = setup["ws"] / "sessions.db"
+    refused = {"type": "error", "error_code": "protected"}
+    calls = [{"tool": "write", "args": {"path": p, "content": "x"}, "expect": dict(refused)} for p in ("sessions.db", "sessions.db-journal", "sessions.db-wal")]
+    script = write_script(setup["tmp"] / "forge.yaml", [{"tool_calls": calls}, {"text": "done"}])
+    done = run(["run", "--manifest", str(m), "--workspace", str(setup["ws"]), "--model", f"script:{script}", "--db", str(db), "go"],
+               cwd=setup["tmp"])
+    assert done.returncode == 0, done.stderr
+    assert not (setup["ws"] / "sessions.db-journal").exists()
+    assert json.loads(run(["sessions", "list", "--json", "--db", str(db)], cwd=setup["tmp"]).stdout)[0]["id"]
+
+
 # -- secrets ------------------------------------------------------------------------------------------------
 
 SECRET = "sk-test-0123456789-do-not-leak"

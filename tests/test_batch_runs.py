@@ -21,9 +21,11 @@ from typing import Callable
 
 import anyio
 import pytest
+import yaml
 
 from agentcore.batch.results import is_finished, read_results
 from agentcore.batch.tasks import parse_line
+from agentcore.recorder.store import Recorder
 from batch_support import AGENTCORE, Lab, batch, make_lab, put, results
 
 pytestmark = pytest.mark.slow
@@ -421,3 +423,27 @@ def test_the_readme_batch_example_runs(tmp_path: Path) -> None:
     assert got["todo-summary"]["refusals"] == {"ask": 1, "capability": 1, "permission": 1, "watchdog": 1}
     assert (out / "workspaces" / "todo-summary" / "notes" / "todo-summary.md").is_file()
     assert (shipped.read_bytes() if shipped.exists() else None) == before  # the tasks wrote into their copies only
+
+
+def test_a_task_cannot_forge_the_batchs_own_files(lab: Lab) -> None:
+    """With the tasks file and OUT inside the workspace a task writes to, its agent could forge another
+    task's result, add tasks for `--resume` to run, or plant a journal SQLite would apply to the
+    recordings: every one of the batch's own files is refused to it, and the batch's results are its own."""
+    out = lab.shared / "out"
+    forged = [{"tool": "write", "args": {"path": rel, "content": '{"id": "other", "status": "end_turn"}\n'},
+               "expect": {"type": "error", "error_code": "protected"}}
+              for rel in ("out/results.jsonl", "tasks.jsonl", "out/sessions.db", "out/sessions.db-journal", "out/junit.xml",
+                          "out/summary.md", "out/logs/worker-0.log")]
+    put(lab.root, {"scripts/forge.yaml": yaml.safe_dump([{"text": "Forging.", "tool_calls": forged}, {"text": "Done."}])})
+    tasks = lab.tasks([{"id": "forger", "prompt": "p", "workspace": ".", "model": "script:../scripts/forge.yaml"},
+                       {"id": "honest", "prompt": "p", "workspace": ".", "model": "script:../scripts/refused.yaml"}],
+                      name="shared/tasks.jsonl")
+    before = tasks.read_text()
+    proc = batch(lab, tasks, out, "--concurrency", "1")
+    assert proc.returncode == 0, proc.stderr
+    got = results(out)
+    assert {k: v["status"] for k, v in got.items()} == {"forger": "end_turn", "honest": "end_turn"}, got
+    assert tasks.read_text() == before
+    assert not (out / "sessions.db-journal").exists()
+    with Recorder(out / "sessions.db") as rec:
+        assert len(rec.sessions()) == 2

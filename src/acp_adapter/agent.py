@@ -141,6 +141,15 @@ class AgentcoreAcp:
         self._stack = AsyncExitStack()
         self._warming: asyncio.Task[Any] | None = None
 
+    def _own_files(self) -> tuple[Path, ...]:
+        """The session database and its side files: a recording the agent could edit would give a loaded
+        session answers nobody gave."""
+        if self.options.db is None:
+            return ()
+        from agentcore.recorder.store import database_files
+
+        return database_files(self.options.db)
+
     @property
     def recorder(self) -> Any:
         """The session database, opened when first needed (after `initialize` has been answered); None: not recorded."""
@@ -368,7 +377,8 @@ class AgentcoreAcp:
             if not os.path.isabs(d) or not os.path.isdir(d):
                 raise acp.RequestError.invalid_params({"message": "additionalDirectories must be absolute paths to existing directories"})
         try:
-            manifest = load_manifest(self.options.manifest, workspace=cwd, ad_hoc=[Path(d) for d in extra or []])
+            manifest = load_manifest(self.options.manifest, workspace=cwd, ad_hoc=[Path(d) for d in extra or []],
+                                     extra_protected=self._own_files())
         except ManifestError as exc:
             raise acp.RequestError.invalid_params({"message": f"the manifest cannot be used for this workspace: {exc}"}) from None
         sid = session_id or f"ses_{os.urandom(8).hex()}"

@@ -67,6 +67,7 @@ class HeadlessRequest:
     prompt: str
     model: ModelFlags = ModelFlags()
     db: Path | None = None  # None: not recorded
+    protect: tuple[Path, ...] = ()  # the host's own files the agent must not write (a batch's results, its tasks file)
     timeout_s: float | None = None
     token_budget: int | None = None
     continue_session: str | None = None
@@ -81,7 +82,7 @@ def _outcome(status: str, **kw: Any) -> HeadlessOutcome:
 async def run_headless(request: HeadlessRequest, observers: Sequence[Callable[[Any], Any]] = ()) -> HeadlessOutcome:
     """Run `request.prompt` unattended; never raises for anything the run itself did."""
     try:
-        manifest = load_manifest(request.manifest, workspace=request.workspace)
+        manifest = load_manifest(request.manifest, workspace=request.workspace, extra_protected=_host_files(request))
     except ManifestError as exc:
         return _outcome("usage", error=str(exc))
     try:
@@ -108,6 +109,14 @@ async def run_headless(request: HeadlessRequest, observers: Sequence[Callable[[A
     finally:
         if recorder is not None:
             recorder.close()
+
+
+def _host_files(request: HeadlessRequest) -> list[Path]:
+    if request.db is None:
+        return list(request.protect)
+    from ..recorder.store import database_files
+
+    return [*request.protect, *database_files(request.db)]
 
 
 class _UsageError(Exception):

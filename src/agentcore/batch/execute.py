@@ -45,6 +45,7 @@ class TaskSpec:
     max_turn_requests: int | None = None
     timeout_s: float | None = None
     token_budget: int | None = None
+    protect: tuple[str, ...] = ()  # the batch's own files (tasks file, results, reports, logs): never the agent's to write
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,7 +53,10 @@ class TaskSpec:
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> "TaskSpec":
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
+        kw = {k: v for k, v in doc.items() if k in names}
+        if "protect" in kw:
+            kw["protect"] = tuple(kw["protect"])  # a list once it has been through JSON
+        return cls(**kw)
 
 
 class WorkspaceError(Exception):
@@ -76,6 +80,7 @@ async def execute_task(spec: TaskSpec, db: Path | None = None) -> dict[str, Any]
         prompt=spec.prompt,
         model=ModelFlags(model=spec.model, base_url=spec.base_url, api_key_env=spec.api_key_env, max_turn_requests=spec.max_turn_requests),
         db=db,
+        protect=tuple(Path(p) for p in spec.protect),
         timeout_s=spec.timeout_s,
         token_budget=spec.token_budget,
     )

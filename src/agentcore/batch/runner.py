@@ -190,7 +190,19 @@ def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path) -> T
         max_turn_requests=limits.max_turn_requests or flags.max_turn_requests,
         timeout_s=limits.timeout_s if limits.timeout_s is not None else config.timeout_s,
         token_budget=limits.token_budget if limits.token_budget is not None else config.token_budget,
+        protect=own_files(config, out),
     )
+
+
+def own_files(config: BatchConfig, out: Path) -> tuple[str, ...]:
+    """What the batch reads or writes besides the tasks' workspaces. A task's agent could otherwise forge
+    another task's result, add tasks to the file `--resume` reads again, or edit the recordings."""
+    from ..recorder.store import database_files
+
+    files = [config.tasks.absolute(), *(out / name for name in ("results.jsonl", "junit.xml", "summary.md", "logs"))]
+    if config.record:
+        files += database_files((config.db or out / "sessions.db").absolute())
+    return tuple(os.fspath(f) for f in files)
 
 
 async def _execute(config: BatchConfig, out: Path, specs: list[TaskSpec], sink: "_Sink", outcome: BatchOutcome) -> None:

@@ -101,6 +101,13 @@ class RecorderError(Exception):
     """The database cannot be used (newer schema, not a database, unknown session)."""
 
 
+def database_files(path: Path) -> tuple[Path, ...]:
+    """The database and the side files SQLite keeps beside it. A host that records a session keeps them
+    from the agent (`extra_protected`): a recording it could edit could give a continued session
+    "always" answers nobody gave, or a replay consent nobody gave."""
+    return tuple(Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
+
+
 def default_db_path() -> Path:
     """`$XDG_DATA_HOME/agentcore/sessions.db` (default `~/.local/share/agentcore/sessions.db`)."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
