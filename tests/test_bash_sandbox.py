@@ -528,3 +528,19 @@ async def test_a_virtual_environment_a_command_makes_does_not_survive_it(agent_f
     assert not (lab.ws / "made" / "pyvenv.cfg").exists() and not (lab.ws / "sub" / "pyvenv.cfg").exists()
     assert not (lab.ws / "conda" / "conda-meta").exists()
     assert (lab.ws / "made" / "bin").is_dir() and (lab.ws / "sub").is_dir() and (lab.ws / "conda").is_dir()
+
+
+@pytest.mark.parametrize("holder", [".github", ".devcontainer", "env", "env/lib/.vscode"])
+async def test_wildcard_read_denies_reach_inside_protected_directories(agent_for: Callable[..., Any], lab: Lab, holder: str) -> None:
+    """A protected directory or an environment is kept read-only, not hidden: a secret a wildcard read deny
+    names inside one is masked like anywhere else (ENV-6 leaves out only `.git`). Before, the walk did not
+    enter protected directories, and `cat .devcontainer/...` showed the secret."""
+    (lab.ws / "env").mkdir()
+    (lab.ws / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (lab.ws / holder / "deep").mkdir(parents=True, exist_ok=True)
+    (lab.ws / holder / "deep" / "prod.secret.yaml").write_text(TOKEN)
+    rules = [{"permission": "*", "pattern": "*", "action": "allow"}, {"permission": "read", "pattern": "**/*.secret.yaml", "action": "deny"}]
+    agent = agent_for([arity("cat", 1), arity("grep", 3)], rules=rules)
+    for command in (f"cat {holder}/deep/prod.secret.yaml", "grep -r do-not-leak ."):
+        data = assert_ran(await agent.call("bash", {"command": command}))
+        assert TOKEN not in data["output"], command

@@ -61,7 +61,7 @@ def test_the_walk_is_bounded(tmp_path: Path) -> None:
     assert scan([], [ws], denies(ws, "**/*.pem"), max_entries=1).denied in ((), (ws / "near.pem",))
 
 
-NAMES = st.sampled_from(["a", "b.pem", "c.key", "private", "x.txt", ".env", "n"])
+NAMES = st.sampled_from(["a", "b.pem", "c.key", "private", "x.txt", ".env", "n", ".github", ".vscode", "pyvenv.cfg", ".git"])
 
 
 def _build(ws: Path, tree: list[list[str]]) -> None:
@@ -77,15 +77,18 @@ def _build(ws: Path, tree: list[list[str]]) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=st.lists(st.lists(NAMES, min_size=1, max_size=4), max_size=12))
-def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("writable", [False, True])
+def test_denied_files_match_a_brute_force_walk(tmp_path_factory, tree: list[list[str]], writable: bool) -> None:  # type: ignore[no-untyped-def]
+    """Wherever a file lies (in a protected directory or an environment too; only `.git` is not entered),
+    and whether the root is writable or not, the walk finds what a plain walk finds."""
     ws = tmp_path_factory.mktemp("ws")
     _build(ws, tree)
     rules = denies(ws, "**/*.pem", "**/.env", "**/private/**")
-    got = set(scan([], [ws], rules).denied)
+    got = set(scan([ws] if writable else [], [ws], rules).denied)
     want: set[Path] = set()
     for dirpath, dirnames, filenames in os.walk(ws):
         d = Path(dirpath)
-        if any(p in want for p in [d, *d.parents]):
+        if any(p in want for p in [d, *d.parents]) or ".git" in d.relative_to(ws).parts:
             continue
         for name in dirnames:
             if name == "private":
@@ -358,3 +361,25 @@ def test_a_filesystem_that_keeps_seconds_cannot_hide_a_denied_file(whole_second_
         assert ws / "sub" / f"key{attempt}.pem" in scan([ws], [ws], reads).denied
     assert same_second >= 1  # the case this test is about really happened
     calltree._listings.clear()
+
+
+def test_an_environment_is_not_walked_for_what_the_guard_keeps_whole(tmp_path: Path) -> None:
+    """A virtual environment is read-only whole in the sandbox (ENV-7 rule 3): the walk neither lists its
+    thousands of entries nor mounts its hard-linked files (uv links every file from its cache) one by one;
+    outside it, a hard link still counts."""
+    ws, cache = tmp_path / "ws", tmp_path / "cache"
+    site = ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    cache.mkdir()
+    (ws / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (site / "hook.pth").write_text("import os\n")
+    for name in ("mod.py", "other.py"):
+        (cache / name).write_text("x")
+    os.link(cache / "mod.py", site / "mod.py")
+    os.link(cache / "other.py", ws / "other.py")
+    found = scan([ws])
+    assert found.protected == () and found.linked == (ws / "other.py",)
+    # With a read deny to look for, it is walked for that alone.
+    (site / "key.pem").write_text("k")
+    found = scan([ws], [ws], denies(ws, "**/*.pem"))
+    assert found.denied == (site / "key.pem",) and found.linked == (ws / "other.py",)

@@ -16,10 +16,13 @@ compiled:
   every name of a read-denied file's inode is hidden like the file itself.
 
 One walk finds all of them. It never follows symlinks, stops after
-`max_entries` entries and `max_depth` levels, and does not enter `.git` or
-the protected directories. Past those bounds nothing is found: the
-capability check and the rules still refuse what they see, and SPEC states
-the limit. Finding hard links costs one `lstat` per regular file walked
+`max_entries` entries and `max_depth` levels, and does not enter `.git`.
+Protected directories and environments (a directory holding `pyvenv.cfg`
+or `conda-meta`), which the sandbox keeps read-only whole or sweeps, are
+entered only when read denies are looked for, and for those alone: a
+secret in `.devcontainer/` is hidden like any other. Past those bounds
+nothing is found: the capability check and the rules still refuse what
+they see, and SPEC states the limit. Finding hard links costs one `lstat` per regular file walked
 (directories never count: they always have two or more links), about 3 µs
 each: 60 ms for 20,000 files, five times the walk itself. So the links found
 are kept, and reused while no directory of the walk has changed since (every
@@ -51,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protected import PROTECTED_DIRS, PROTECTED_NAMES, SITE_DIRS, startup_file
+from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, PROTECTED_NAMES, SITE_DIRS, layout_kind, startup_file
 from ..timestamps import recent
 from .denies import WildcardDeny
 
@@ -188,14 +191,20 @@ class _Listing:
 
     ident: tuple[int, int, int] | None  # (dev, ino, ctime_ns) before the listing; None: not reusable
     writable: bool
+    sealed: bool  # inside (or being) a directory kept read-only whole: walked for read denies only
     count: int  # entries, for the walk's bound
     files: tuple[tuple[str, bool], ...]  # regular files whose link count matters: (path, writable)
     denied: tuple[str, ...]  # matched by a wildcard read deny
     protected: tuple[str, ...]  # write-denied, protected names, a repository's hooks and config
-    subdirs: tuple[tuple[str, bool], ...]  # to walk next, in push order: (path, writable)
+    subdirs: tuple[tuple[str, bool, bool], ...]  # to walk next, in push order: (path, writable, sealed)
 
-    def still(self, st: os.stat_result | None, writable: bool) -> bool:
-        return st is not None and self.ident == (st.st_dev, st.st_ino, st.st_ctime_ns) and self.writable == writable
+    def still(self, st: os.stat_result | None, writable: bool, sealed: bool) -> bool:
+        return (st is not None and self.ident == (st.st_dev, st.st_ino, st.st_ctime_ns) and self.writable == writable
+                and self.sealed == sealed)
+
+
+def _never(_path: str) -> bool:
+    return False
 
 
 def _list(
@@ -206,17 +215,29 @@ def _list(
     read_denies: Sequence[WildcardDeny],
     write_denies: Sequence[WildcardDeny],
     in_write_root: Callable[[str], bool],
+    sealed: bool = False,
 ) -> _Listing | None:
-    """List and classify `top` (`st`: its lstat taken before); None when it cannot be listed."""
+    """List and classify `top` (`st`: its lstat taken before); None when it cannot be listed.
+
+    `sealed`: `top` lies in a protected directory or an environment (a layout), which the sandbox keeps
+    read-only whole (or sweeps): nothing in it is writable, so it is walked, when read denies are
+    hunted, for those alone. A listing that shows `top` is a layout seals it too.
+    """
     now = time.time_ns()  # before the listing: a change from then on must get another ctime than `st`'s
     try:
         entries = list(os.scandir(top))
     except OSError:
         return None
+    if top_writable and not sealed and layout_kind({e.name for e in entries} & LAYOUT_MARKERS):
+        sealed = True  # the guard binds it read-only whole
+    if sealed:
+        top_writable, in_write_root = False, _never
+        if not hunt:
+            return _Listing(_reusable(st, now), False, True, len(entries), (), (), (), ())
     files: list[tuple[str, bool]] = []
     denied: list[str] = []
     protected: list[str] = []
-    subdirs: list[tuple[str, bool]] = []
+    subdirs: list[tuple[str, bool, bool]] = []
     top_name = os.path.basename(top)
     in_site = top_name in SITE_DIRS  # decided once: only a site directory can hold Python start-up files
     for entry in entries:
@@ -236,21 +257,35 @@ def _list(
             if write_denies and (is_file or is_dir) and _matched(write_denies, full, is_file):
                 protected.append(full)
                 continue  # read-only as a whole
-            if name in PROTECTED_NAMES or name in PROTECTED_DIRS or (in_site and startup_file(top_name, name)):
-                # At the top too: the policy no longer lists them there (the guard keeps them), and
-                # a hard link to one must be known as a link to a protected file.
-                protected.append(full)
-            if name == ".git" and is_dir:
-                protected.extend([os.path.join(full, "hooks"), os.path.join(full, "config"), os.path.join(full, "info", "attributes")])
+            protected += _protected_entry(full, name, is_dir, in_site and startup_file(top_name, name))
         if name == ".git" and is_dir:
-            continue  # a repository's internals hold nothing else to protect
-        if is_dir and name not in PROTECTED_DIRS:
+            continue  # a repository's internals hold nothing else to protect, and no secret a deny names
+        if is_dir and (sealed or name in PROTECTED_DIRS):
+            if hunt:
+                subdirs.append((full, False, True))  # read-only whole, but a read deny reaches inside (ENV-6)
+        elif is_dir:
             # A read root above a write root: writability starts where the write root does.
-            subdirs.append((full, top_writable or in_write_root(full)))
-    ident = None
+            subdirs.append((full, top_writable or in_write_root(full), False))
+    return _Listing(_reusable(st, now), top_writable, sealed, len(entries), tuple(files), tuple(denied), tuple(protected),
+                    tuple(subdirs))
+
+
+def _protected_entry(full: str, name: str, is_dir: bool, startup: bool) -> list[str]:
+    """What of a writable entry must stay read-only because of its name (with a repository's key files)."""
+    if name == ".git" and is_dir:
+        return [full, os.path.join(full, "hooks"), os.path.join(full, "config"), os.path.join(full, "info", "attributes")]
+    if name in PROTECTED_NAMES or name in PROTECTED_DIRS or startup:
+        # At the top too: the policy no longer lists them there (the guard keeps them), and
+        # a hard link to one must be known as a link to a protected file.
+        return [full]
+    return []
+
+
+def _reusable(st: os.stat_result | None, now: int) -> tuple[int, int, int] | None:
+    """The identity a later walk compares, or None when the ctime was too recent to tell a later change by."""
     if st is not None and not recent(st.st_ctime_ns, now):
-        ident = (st.st_dev, st.st_ino, st.st_ctime_ns)
-    return _Listing(ident, top_writable, len(entries), tuple(files), tuple(denied), tuple(protected), tuple(subdirs))
+        return (st.st_dev, st.st_ino, st.st_ctime_ns)
+    return None
 
 
 def scan(
@@ -280,17 +315,17 @@ def scan(
     def in_write_root(p: str) -> bool:
         return any(p == w or p.startswith(w + "/") for w in writable)
 
-    stack: list[tuple[str, int, bool]] = [(os.fspath(r), 0, in_write_root(os.fspath(r))) for r in roots]
+    stack: list[tuple[str, int, bool, bool]] = [(os.fspath(r), 0, in_write_root(os.fspath(r)), False) for r in roots]
     config = (tuple(writable), tuple(roots), links.hunt, tuple(read_denies), tuple(write_denies))
     with _cache_lock:
         known = _listings.get(config, {})
     listed: dict[str, _Listing] = {}
     while stack and seen < max_entries:
-        top, depth, top_writable = stack.pop()
+        top, depth, top_writable, sealed = stack.pop()
         st = links.visit(top)
         got = known.get(top)
-        if got is None or not got.still(st, top_writable):
-            got = _list(top, st, top_writable, links.hunt, read_denies, write_denies, in_write_root)
+        if got is None or not got.still(st, top_writable, sealed):
+            got = _list(top, st, top_writable, links.hunt, read_denies, write_denies, in_write_root, sealed)
             if got is None:
                 continue
         listed[top] = got
@@ -299,7 +334,7 @@ def scan(
         denied.extend(map(Path, got.denied))
         protected.extend(map(Path, got.protected))
         if depth < max_depth:
-            stack.extend((sub, depth + 1, sub_writable) for sub, sub_writable in got.subdirs)
+            stack.extend((sub, depth + 1, sub_writable, sub_sealed) for sub, sub_writable, sub_sealed in got.subdirs)
     with _cache_lock:
         _listings.pop(config, None)  # re-inserted last: the dict's order is the order of use
         if len(_listings) >= _LISTINGS_MAX:
