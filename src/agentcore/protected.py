@@ -144,7 +144,7 @@ def layout_kind(names: Iterable[str]) -> str | None:
 
 
 def is_layout(names: Iterable[str]) -> bool:
-    """Whether a directory listing with these names is a layout: a git directory or a virtual environment."""
+    """Whether a directory listing with these names is a layout: a git directory or a Python or conda environment."""
     return layout_kind(names) is not None
 
 
@@ -201,7 +201,7 @@ def _markers(directory: str) -> set[str]:
 
 
 def layout_reason(path: Path | str) -> str | None:
-    """Rule 3: `path` lies in a layout (a git directory, a virtual environment), or creating it would complete one.
+    """Rule 3: `path` lies in a layout (a git directory, a Python or conda environment), or creating it would complete one.
 
     Checked for every ancestor D of `path`: D already is a layout, or the
     component of `path` right below D is a marker that, with the markers D
