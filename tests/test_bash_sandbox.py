@@ -544,3 +544,14 @@ async def test_wildcard_read_denies_reach_inside_protected_directories(agent_for
     for command in (f"cat {holder}/deep/prod.secret.yaml", "grep -r do-not-leak ."):
         data = assert_ran(await agent.call("bash", {"command": command}))
         assert TOKEN not in data["output"], command
+
+
+async def test_a_virtual_environment_granted_as_the_writable_root_stays_read_only(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """`fs.write` on the environment itself (or a directory inside it) does not make it writable."""
+    site = lab.ws / ".venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (lab.ws / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    for root in ("{workspace}/.venv/**", "{workspace}/.venv/lib/site-packages/**"):
+        agent = agent_for(FILE_SHELL, write=(root,))
+        _prevented(await agent.call("bash", {"command": "touch .venv/lib/site-packages/evil.py"}))
+        assert not (site / "evil.py").exists()
