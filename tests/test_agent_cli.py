@@ -149,6 +149,41 @@ def test_the_session_database_is_not_the_agents_to_write(setup: dict[str, Path],
     assert json.loads(run(["sessions", "list", "--json", "--db", str(db)], cwd=setup["tmp"]).stdout)[0]["id"]
 
 
+def test_the_answer_reaches_a_terminal_without_escape_sequences_and_a_pipe_exactly(setup: dict[str, Path]) -> None:
+    """On a terminal (a real pty here), the model's answer and the tool titles lose their escape sequences,
+    which could set the clipboard or make the terminal type back; a pipe gets the answer exactly."""
+    import pty
+
+    answer = "done\n\u001b]52;c;cm0gLXJmIH4=\u0007 \u001b[2Kok"
+    turns = [{"tool_calls": [{"tool": "read", "args": {"path": "a.txt\u001b[1A"}}]}, {"text": answer}]
+    piped = _run_script(setup, turns)
+    assert piped.stdout == answer + "\n" and "\x1b" not in piped.stderr and "a.txt\\x1b[1A" in piped.stderr
+    script = write_script(setup["tmp"] / "t.yaml", turns)
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(AGENTCORE + ["run", "--manifest", str(setup["manifest"]), "--workspace", str(setup["ws"]), "--model",
+                                           f"script:{script}", "--no-record", "go"], cwd=setup["tmp"], stdout=follower,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert proc.returncode == 0, proc.stderr
+    assert b"\x1b" not in shown and b"\x07" not in shown
+    assert b"done\r\n\\x1b]52;c;cm0gLXJmIH4=\\x07 \\x1b[2Kok" in shown  # the pty turns a line break into CR LF
+
+
 # -- secrets ------------------------------------------------------------------------------------------------
 
 SECRET = "sk-test-0123456789-do-not-leak"

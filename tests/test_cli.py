@@ -106,6 +106,32 @@ def test_interactive_ask_reads_the_answer_from_the_terminal(proj: tuple[Path, Pa
     assert (ws / "src" / "new.py").exists() is written
 
 
+HOSTILE = "src/\u001b[2K\r\u001b]52;c;cm0gLXJmIH4=\u0007\u202eyp.exe"
+
+
+def test_a_permission_prompt_never_sends_escape_sequences_to_the_terminal(proj: tuple[Path, Path]) -> None:
+    """A path the model wrote is shown on the human's terminal: an escape sequence in it could erase the
+    prompt's lines and show another call, or set the clipboard (OSC 52). Every control and format
+    character is shown, escaped, instead (and the call still goes through the pipeline as written)."""
+    ws, m = proj
+    r = run("call", "--manifest", str(m), "--workspace", str(ws), "write", json.dumps({"path": HOSTILE, "content": "x"}), stdin="r\n")
+    assert "permission needed" in r.stderr
+    assert not any(c in r.stderr for c in "\x1b\x07\r\u202e"), repr(r.stderr)
+    assert "\\x1b[2K\\x0d\\x1b]52;c;cm0gLXJmIH4=\\x07\\u202eyp.exe" in r.stderr
+    assert json.loads(r.stdout)["metadata"]["refusal"]["code"] == "rejected"
+
+
+def test_a_question_never_sends_escape_sequences_to_the_terminal(tmp_path: Path) -> None:
+    m = tmp_path / "q.yaml"
+    m.write_text("name: q\ntools: [question]\nrules: [{permission: question, pattern: '*', action: allow}]\n")
+    question = {"question": "Pick one\n\u001b]52;c;cm0gLXJmIH4=\u0007", "header": "H\u001b[31m",
+                "options": [{"label": "yes\u001b[2K", "description": "d\r"}, {"label": "no", "description": "n"}]}
+    r = run("call", "--manifest", str(m), "--workspace", str(tmp_path), "question", json.dumps({"questions": [question]}), stdin="2\n")
+    assert "Pick one\n" in r.stderr  # a line break in the question is kept
+    assert not any(c in r.stderr for c in "\x1b\x07\r"), repr(r.stderr)
+    assert json.loads(r.stdout)["type"] == "output", r.stdout
+
+
 def test_explain_executes_nothing_and_names_the_deciding_rule(proj: tuple[Path, Path]) -> None:
     ws, m = proj
     r = run("explain", "--manifest", str(m), "--workspace", str(ws), "--json", "write", '{"path": "src/x.py", "content": "y"}')

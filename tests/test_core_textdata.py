@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from agentcore.api import load_manifest, load_project_rules
 from agentcore.errors import ManifestError
 from agentcore.manifest.strict_yaml import load_yaml
-from agentcore.textdata import MAX_DEPTH, StructureError, load_json, loads_json, too_deep
+from agentcore.textdata import MAX_DEPTH, StructureError, load_json, loads_json, printable, too_deep
 from conformance.protocol import decode_request
 
 EXE = str(Path(sys.executable).parent / "agentcore")
@@ -342,3 +342,12 @@ def test_skill_front_matter_with_an_alias_is_skipped_like_any_invalid_skill() ->
     assert ok == ({"name": "s", "description": "does things"}, "body")
     assert split_front_matter("---\nname: &a s\ndescription: *a\n---\nbody\n") is None
     assert split_front_matter("---\nname: s\nname: t\ndescription: d\n---\nbody\n") is None
+
+
+@given(st.text())
+def test_printable_text_holds_no_control_or_format_character(text: str) -> None:
+    one_line, lines = printable(text), printable(text, lines=True)
+    assert one_line.isprintable()
+    assert all(c.isprintable() or c in "\n\t" for c in lines)
+    if text.isprintable():
+        assert one_line == lines == text  # ordinary text is left as it is

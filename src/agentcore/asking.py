@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, Sequence
 import anyio
 
 from .rules.evaluator import Subject
+from .textdata import printable
 
 HEADLESS_ASK_TEXT = "Permission required but this run is headless; the call was not performed."
 HEADLESS_QUESTION_TEXT = "question is unavailable in a headless run; continue with your best judgement."
@@ -127,16 +128,18 @@ class TerminalBroker:
         return line.strip() if line else ""
 
     async def ask(self, request: AskRequest) -> Choice:
+        # Tool names, titles and subjects come from the model's arguments or a server: never raw escape
+        # sequences on the human's terminal, which could rewrite what this prompt shows.
         lines = [
             "",
-            f"agentcore: permission needed ({request.layer}: {request.reason})",
-            f"  tool: {request.tool}  ({request.title})",
+            f"agentcore: permission needed ({request.layer}: {printable(request.reason)})",
+            f"  tool: {printable(request.tool)}  ({printable(request.title)})",
         ]
         for s in request.subjects:
-            lines.append(f"  - {s.describe()}")
+            lines.append(f"  - {printable(s.describe())}")
         lines += [
             "  [o] allow once (also: y, yes)",
-            f"  [a] {request.always_label()}",
+            f"  [a] {printable(request.always_label())}",
             "  [r] reject (also: n, no)",
             "choice [o/a/r]: ",
         ]
@@ -159,10 +162,10 @@ class TerminalBroker:
     async def question(self, questions: Sequence[dict[str, Any]]) -> list[list[str]] | None:
         answers: list[list[str]] = []
         for q in questions:
-            text = f"\n{q.get('header') or 'Question'}: {q['question']}\n"
+            text = f"\n{printable(q.get('header') or 'Question')}: {printable(q['question'], lines=True)}\n"
             opts = q.get("options") or []
             for i, o in enumerate(opts, 1):
-                text += f"  {i}. {o['label']}" + (f" — {o['description']}" if o.get("description") else "") + "\n"
+                text += f"  {i}. {printable(o['label'])}" + (f" — {printable(o['description'])}" if o.get("description") else "") + "\n"
             text += "answer" + (" (numbers, comma-separated)" if q.get("multi_select") else "") + ": "
             raw = await anyio.to_thread.run_sync(self._prompt, text, abandon_on_cancel=True)
             picked: list[str] = []

@@ -11,6 +11,9 @@ to us, or cost us without bound:
   before any recursive step can run out of stack.
 
 Errors name the line and the key path, never a value.
+
+Text flows the other way too: `printable` makes what a model, a tool or a
+server wrote safe to put on a human's terminal.
 """
 
 from __future__ import annotations
@@ -173,3 +176,17 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
     return load_json(text, max_depth=max_depth)[0]
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` safe to write to a terminal: every control and format character is shown as `\\xNN` or
+    `\\uNNNN` instead of being sent. That covers escape sequences, which can erase or rewrite what a
+    permission prompt shows, set the clipboard (OSC 52) or make some terminals type back; carriage
+    returns; and bidirectional overrides. A line break or tab is kept with `lines`, else made a space."""
+    if text.isprintable():
+        return text
+    keep = "\n\t" if lines else ""
+    return "".join(
+        c if c.isprintable() or c in keep else " " if c in "\n\t" else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+        for c in text
+    )

@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any, TextIO
 
+from ..textdata import printable
 from .results import is_success
 
 
@@ -35,11 +36,6 @@ def _duration(seconds: float) -> str:
 
 def _refusals(refusals: dict[str, int]) -> str:
     return ", ".join(f"{layer} {n}" for layer, n in sorted(refusals.items())) or "none"
-
-
-def printable(text: str) -> str:
-    """`text` on one line, with control characters (a terminal's escape sequences among them) shown as `\\xNN`."""
-    return "".join(c if c.isprintable() else (" " if c in "\n\r\t" else f"\\x{ord(c):02x}") for c in text)
 
 
 def describe(result: dict[str, Any]) -> str:

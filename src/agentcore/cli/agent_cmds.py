@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from ..textdata import printable
+
 RUN_EXIT_HELP = (
     "exit codes: 0 finished, 1 failed (provider error, failed script expectations), 2 usage error, "
     "3 turn cap (max_turn_requests), 4 timeout, 5 max_tokens, 6 refusal, 7 token budget, 130 cancelled"
@@ -60,14 +62,15 @@ class Progress:
 
     def __call__(self, event: Any) -> None:
         kind = event.type
+        # Titles come from the model's arguments, reasons from a provider: printable, never escape sequences.
         if kind == "call_started":
-            self._titles[event.call_id] = f"{event.tool}: {event.title}" if event.title != event.tool else event.tool
+            self._titles[event.call_id] = printable(f"{event.tool}: {event.title}" if event.title != event.tool else event.tool)
         elif kind == "call_finished":
-            self._out.write(f"  {self._titles.pop(event.call_id, event.tool)} -> {_outcome(event.envelope)}\n")
+            self._out.write(f"  {self._titles.pop(event.call_id, printable(event.tool))} -> {_outcome(event.envelope)}\n")
         elif kind == "model_retried":
-            self._out.write(f"  (model request failed: {event.reason}; retrying in {event.delay_s:g} s)\n")
+            self._out.write(f"  (model request failed: {printable(event.reason)}; retrying in {event.delay_s:g} s)\n")
         elif kind == "run_started" and event.parent_session_id:
-            self._out.write(f"  [subagent] {event.prompt[:80]}\n")
+            self._out.write(f"  [subagent] {printable(event.prompt[:80])}\n")
         self._out.flush()
 
 
@@ -117,11 +120,13 @@ def _report(outcome: Any, *, jsonl: bool) -> int:
         print(f"agentcore: {outcome.error}", file=sys.stderr)
         return outcome.exit_code
     if not jsonl and outcome.text:
-        print(outcome.text)
+        # The answer exactly, for a pipe or a file; on a terminal, without the escape sequences a model could
+        # write to set the clipboard or have the terminal type back.
+        print(printable(outcome.text, lines=True) if sys.stdout.isatty() else outcome.text)
     for problem in outcome.problems:
-        print(f"agentcore: {problem}", file=sys.stderr)
+        print(f"agentcore: {printable(problem)}", file=sys.stderr)
     if outcome.status != "end_turn":
-        detail = f": {outcome.error}" if outcome.error else ""
+        detail = f": {printable(outcome.error)}" if outcome.error else ""
         print(f"agentcore: the run stopped ({outcome.status}){detail}", file=sys.stderr)
     if outcome.session_id and not jsonl:
         print(f"agentcore: session {outcome.session_id}", file=sys.stderr)
@@ -164,7 +169,7 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         when = datetime.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M")
-        print(f"{r['id']}  {when}  {r['runs']} run(s)  {r['last_stop_reason'] or '-':<17} {r['model'] or '-':<24} {(r['title'] or '')[:60]}")
+        print(f"{r['id']}  {when}  {r['runs']} run(s)  {r['last_stop_reason'] or '-':<17} {r['model'] or '-':<24} {printable((r['title'] or '')[:60])}")
     if not rows:
         print("(no recorded sessions)", file=sys.stderr)
     return 0
@@ -184,7 +189,7 @@ def cmd_sessions_show(args: argparse.Namespace) -> int:
         print(f"run {run['id']}: {run['stop_reason'] or 'unfinished'}  tokens in/out {usage.get('input_tokens', 0)}/{usage.get('output_tokens', 0)}")
     for m in history:
         for p in m["parts"]:
-            print(_part_line(m["role"], p))
+            print(printable(_part_line(m["role"], p), lines=True))
     for d in info["decisions"]:
         print(f"decision: {d['tool']} ({d['layer']}): {d['choice']} by {d['answered_by']}")
     return 0
