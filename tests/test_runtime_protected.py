@@ -131,3 +131,23 @@ def test_only_what_fs_write_reaches_is_added_and_the_manifest_check_says_so(make
     assert [w for w in warnings if "agentcore runs from" in w] == [
         f"requires.fs.write reaches what agentcore runs from ({PREFIX}): it stays read-only (ENV-7 rule 5); "
         "run agentcore from an environment outside the writable paths if commands should change it"]
+
+
+def test_the_manifest_check_names_the_python_environments_fs_write_reaches(make_workspace: Callable[..., Path], engine: Callable[..., Any]) -> None:
+    """An author who expects the agent to `pip install` learns before the first run that the environments
+    stay read-only (ENV-7 rule 3); a workspace without one gets no such warning."""
+    ws = make_workspace("ws", {".venv/pyvenv.cfg": "home = /usr/bin\n", ".pixi/envs/default/conda-meta/history": "", "src/a.py": ""})
+    bare = make_workspace("bare", {"src/a.py": ""})
+
+    def warned(workspace: Path, write: str) -> list[str]:
+        e = engine(workspace, {"name": "w", "tools": ["write"], "requires": {"fs": {"read": ["{workspace}/**"], "write": [write]}}})
+        return [w for w in manifest_warnings(e.manifest, catalog=default_catalog()) if "Python environment" in w]
+
+    real = os.path.realpath(ws)
+    assert warned(ws, "{workspace}/**") == [
+        f"requires.fs.write reaches the Python environments {real}/.venv, {real}/.pixi/envs/default: it stays read-only "
+        "(ENV-7 rule 3), so commands cannot install packages into it; run pip, uv or conda yourself"]
+    assert warned(ws, "{workspace}/.venv/lib/**") == [
+        f"requires.fs.write reaches the Python environment {real}/.venv: it stays read-only (ENV-7 rule 3), so commands "
+        "cannot install packages into it; run pip, uv or conda yourself"]
+    assert warned(ws, "{workspace}/src/**") == [] and warned(bare, "{workspace}/**") == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
+from ..protected import CONDA_MARKER, VENV_MARKER, layout_kind
 from .catalog import ToolCatalog
 from .compiled import CompiledManifest, Locate, locator, reachable_runtime
 
@@ -34,7 +35,47 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _unused_named(manifest, used, at)
     out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
     out += _runtime_in_reach(manifest)
+    out += _environments_in_reach(manifest)
     return out
+
+
+def _environments_in_reach(manifest: CompiledManifest) -> list[str]:
+    """Python environments a writable base holds (directly, or as `.pixi/envs/*`) or lies in: read-only whole
+    (ENV-7 rule 3), which an author who expects the agent to `pip install` would not guess."""
+    own = set(reachable_runtime(manifest.effective))
+    found: dict[str, None] = {}
+    for base in dict.fromkeys(os.path.realpath(p.base) for p in manifest.effective.fs_write):
+        inside = _enclosing_environment(base)
+        if inside is not None:
+            found[inside] = None
+            continue
+        for candidate in [base, *_children(base), *_children(os.path.join(base, ".pixi", "envs"))]:
+            if layout_kind(n for n in (VENV_MARKER, CONDA_MARKER) if os.path.lexists(os.path.join(candidate, n))):
+                found[candidate] = None
+    envs = [e for e in found if not any(e == os.fspath(r) or e.startswith(os.fspath(r) + "/") for r in own)]
+    if not envs:
+        return []
+    return [f"requires.fs.write reaches the Python environment{'s' if len(envs) > 1 else ''} {', '.join(envs)}: "
+            "it stays read-only (ENV-7 rule 3), so commands cannot install packages into it; run pip, uv or conda yourself"]
+
+
+def _enclosing_environment(path: str) -> str | None:
+    cur = path
+    while True:
+        if layout_kind(n for n in (VENV_MARKER, CONDA_MARKER) if os.path.lexists(os.path.join(cur, n))):
+            return cur
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return None
+        cur = parent
+
+
+def _children(directory: str) -> list[str]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:
