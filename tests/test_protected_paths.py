@@ -14,14 +14,22 @@ from typing import Any
 
 import pytest
 
-from agentcore.protected import PROTECTED_DIRS, PROTECTED_NAMES, PROTECTED_SEQUENCES, SITE_DIRS, layout_reason, write_protection
+from agentcore.protected import (
+    PROTECTED_DIRS,
+    PROTECTED_NAMES,
+    PROTECTED_SEQUENCES,
+    PROTECTED_SUFFIXES,
+    SITE_DIRS,
+    layout_reason,
+    write_protection,
+)
 from clock_support import early_in_a_second
 
 pytestmark = pytest.mark.anyio
 
 TARGETS = sorted(
     [*(f"{n}" for n in PROTECTED_NAMES), *(f"{d}/x.cfg" for d in PROTECTED_DIRS), *("/".join(s) + "/x.cfg" for s in PROTECTED_SEQUENCES),
-     *(f"lib/python3.11/{d}/x.pth" for d in SITE_DIRS)]
+     *(f"lib/python3.11/{d}/x.pth" for d in SITE_DIRS), *(f"team{e}" for e in PROTECTED_SUFFIXES)]
 )
 
 
@@ -66,7 +74,7 @@ async def test_an_ordinary_project_stays_writable(make_workspace: Callable[..., 
     ws = make_workspace("ws")
     agent = make_agent(ws)
     for path in ("config", "src/config/app.yaml", "refs/notes.md", "objects/user.py", "HEAD.md", "head", "src/hooks/useThing.ts",
-                 "github/workflows.md", "gitignore", ".gitignore", ".git-blame-ignore-revs", "docs/.envrc.md", "vscode/settings.json",
+                 "github/workflows.md", "gitignore", ".gitignore", ".git-blame-ignore-revs", "docs/.envrc.md", "vscode/settings.json", "notes.code-workspace.md", "code-workspace",
                  ".config/app/settings.toml", "local/bin/tool", "git/config", "husky.md", ".editorconfig", ".env"):
         env = await agent.call("write", {"path": path, "content": "x\n"})
         assert env.ok, (path, env.to_dict())
@@ -169,6 +177,7 @@ def test_spec_table_5_is_the_data_in_protected_py() -> None:
     assert rows["directory names (any component)"] == set(PROTECTED_DIRS)
     assert rows["sequences of components"] == {"/".join(s) for s in PROTECTED_SEQUENCES}
     assert rows["`.pth` files directly in"] == set(SITE_DIRS)
+    assert rows["name endings (any component)"] == set(PROTECTED_SUFFIXES)
 
 
 @pytest.mark.parametrize("path", ["notes.pth", "lib/site-packages/pkg/x.pth", "lib/site-packages/pkg/__init__.py",

@@ -281,6 +281,7 @@ function isProtected(p) {
   for (let i = 0; i < parts.length; i++) {
     if (PROTECTED_NAMES.has(parts[i]) || PROTECTED_DIRS.has(parts[i])) return true;
     if (i > 0 && parts[i].endsWith(".pth") && SITE_DIRS.has(parts[i - 1])) return true;
+    if (parts[i].endsWith(".code-workspace")) return true;
     for (const seq of PROTECTED_SEQUENCES) {
       if (i + 1 >= seq.length && seq.every((c, k) => parts[i + 1 - seq.length + k] === c)) return true;
     }

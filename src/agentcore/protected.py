@@ -18,8 +18,8 @@ A path is protected when
 
 1. one of its components is in `PROTECTED_NAMES` or `PROTECTED_DIRS`
    (`.git` included: a `.git` file or directory at any depth, and
-   everything beneath it), or is a `*.pth` file directly in a
-   `site-packages` or `dist-packages` directory;
+   everything beneath it), ends in one of `PROTECTED_SUFFIXES`, or is a
+   `*.pth` file directly in a `site-packages` or `dist-packages` directory;
 2. a run of its components equals one of `PROTECTED_SEQUENCES`
    (`.config/git`, `.local/bin`, ...);
 3. it lies in a *layout* or would complete one (see `layout_reason`): a
@@ -95,6 +95,9 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".cargo", ".mvn",  # build configuration read on every invocation (runners, JVM options, extensions)
     }
 )
+# Name endings protected wherever they appear: a VS Code workspace file holds settings and tasks, and a
+# task can run when the workspace is opened, as with `.vscode/tasks.json`.
+PROTECTED_SUFFIXES: tuple[str, ...] = (".code-workspace",)
 # Runs of components protected wherever they appear (home-directory configuration mostly).
 PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".config", "git"), (".config", "systemd"), (".config", "autostart"), (".config", "environment.d"),
@@ -152,7 +155,7 @@ def name_reason(name: str) -> str | None:
     """Why an entry called `name` is protected wherever it is (rule 1), or None."""
     if name in PROTECTED_DIRS:
         return "git repository" if name == ".git" else "configuration directory that runs commands"
-    if name in PROTECTED_NAMES:
+    if name in PROTECTED_NAMES or name.endswith(PROTECTED_SUFFIXES):
         return "configuration file that runs commands"
     return None
 

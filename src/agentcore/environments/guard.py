@@ -39,6 +39,7 @@ from ..protected import (
     LAYOUT_MARKERS,
     PROTECTED_DIRS,
     PROTECTED_NAMES,
+    PROTECTED_SUFFIXES,
     SEQUENCE_TAILS,
     STARTUP_SUFFIX,
     is_layout,
@@ -123,8 +124,10 @@ def _listdir(path: str) -> list[os.DirEntry[str]]:
 def _protected_child(parent: str, name: str) -> str | None:
     """The kind of protected entry `parent/name` is by its name or path (None: not protected by name)."""
     if name not in _ANY_NAME:
-        # A `.pth` name first: this runs for every entry of every directory listed.
-        return "config" if name.endswith(STARTUP_SUFFIX) and startup_file(parent.rpartition("/")[2], name) else None
+        # Name endings only (a `.pth`, a workspace file): this runs for every entry of every directory listed.
+        if name.endswith(STARTUP_SUFFIX) and startup_file(parent.rpartition("/")[2], name):
+            return "config"
+        return "config" if name.endswith(PROTECTED_SUFFIXES) else None
     if name_reason(name) is not None:
         return "repo" if name == ".git" else "config"
     if name in SEQUENCE_TAILS and sequence_match((*parent.split("/"), name)):
