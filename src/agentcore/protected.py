@@ -68,6 +68,7 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         ".drone.yml", ".woodpecker.yml", "appveyor.yml", ".appveyor.yml", ".cirrus.yml", ".gitpod.yml",
         # editors and agents run commands or servers these name when the folder is opened
         ".mcp.json", ".devcontainer.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml",
+        ".crush.json", "crush.json",  # Crush runs `$(...)` in them when it loads, and starts their MCP and LSP commands
         ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".dir-locals.el", ".dir-locals-2.el",
         # search and package tools
         ".ripgreprc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
@@ -89,7 +90,8 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".azure-pipelines", ".semaphore",  # CI
         ".devcontainer", ".vscode", ".idea", ".zed", ".theia", ".fleet",  # editors
         ".agentcore", ".claude", ".cursor", ".windsurf", ".continue", ".gemini", ".codex", ".opencode",
-        ".amazonq", ".kiro", ".roo",  # agents
+        ".amazonq", ".kiro", ".roo", ".qwen", ".openhands",  # agents (OpenHands runs .openhands/setup.sh each session)
+        ".helix", ".idx",  # editors: Helix's languages.toml names language servers, IDX's dev.nix start hooks
         ".mise", ".ssh",
         ".hg", ".jj",  # other version control systems: their repository config names hooks
         ".cargo", ".mvn",  # build configuration read on every invocation (runners, JVM options, extensions)
