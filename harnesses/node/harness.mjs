@@ -40,9 +40,9 @@ const PROTECTED_NAMES = new Set([".aider.conf.yml", ".appveyor.yml", ".bash_logi
 // Python runs the `import` lines of every `.pth` file directly in these directories at each start.
 const SITE_DIRS = new Set(["site-packages", "dist-packages"]);
 const WATCHDOG_CATEGORIES = new Set(["exfiltration", "destructive", "code_execution_wrapper", "secrets", "network_shell"]);
-const PROTECTED_DIRS = new Set([".agentcore", ".amazonq", ".azure-pipelines", ".buildkite", ".circleci", ".claude", ".codex", ".continue", ".cursor", ".devcontainer", ".fleet", ".forgejo", ".gemini", ".git", ".gitea", ".githooks", ".github", ".gitlab", ".husky", ".idea", ".kiro", ".lefthook", ".mise", ".opencode", ".roo", ".semaphore", ".ssh", ".theia", ".vscode", ".windsurf", ".woodpecker", ".zed", ".cargo", ".mvn", ".hg", ".jj", ".qwen", ".openhands", ".helix", ".idx"]);
+const PROTECTED_DIRS = new Set([".agentcore", ".amazonq", ".azure-pipelines", ".buildkite", ".circleci", ".claude", ".codex", ".continue", ".cursor", ".devcontainer", ".fleet", ".forgejo", ".gemini", ".git", ".gitea", ".githooks", ".github", ".gitlab", ".husky", ".idea", ".kiro", ".lefthook", ".mise", ".opencode", ".roo", ".semaphore", ".ssh", ".theia", ".vscode", ".windsurf", ".woodpecker", ".zed", ".cargo", ".mvn", ".hg", ".jj", ".qwen", ".openhands", ".helix", ".idx", ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".bun", ".deno", ".rustup", ".aws", ".kube", ".gnupg"]);
 // SPEC ENV-7 / Table 5 (rule 4, what git configuration names, is not implemented here).
-const PROTECTED_SEQUENCES = [[".config", "git"], [".config", "systemd"], [".config", "autostart"], [".config", "environment.d"], [".config", "direnv"], [".config", "fish"], [".config", "mise"], [".config", "Code", "User"], [".local", "bin"]];
+const PROTECTED_SEQUENCES = [[".config", "git"], [".config", "systemd"], [".config", "autostart"], [".config", "environment.d"], [".config", "direnv"], [".config", "fish"], [".config", "mise"], [".config", "Code", "User"], [".local", "bin"], [".docker", "config.json"], [".docker", "cli-plugins"], [".gradle", "init.d"], [".gradle", "gradle.properties"]];
 const LAYOUT_MARKERS = ["HEAD", "objects", "refs", "commondir", "pyvenv.cfg", "conda-meta"];
 
 class CompileError extends Error {}

@@ -93,6 +93,10 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".amazonq", ".kiro", ".roo", ".qwen", ".openhands",  # agents (OpenHands runs .openhands/setup.sh each session)
         ".helix", ".idx",  # editors: Helix's languages.toml names language servers, IDX's dev.nix start hooks
         ".mise", ".ssh",
+        # the home directory's tool managers: shells source their scripts, their shims and bin come first on PATH
+        ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".bun", ".deno", ".rustup",
+        # programs these configure run on every use: AWS `credential_process`, kubeconfig `exec`, gpg-agent's pinentry
+        ".aws", ".kube", ".gnupg",
         ".hg", ".jj",  # other version control systems: their repository config names hooks
         ".cargo", ".mvn",  # build configuration read on every invocation (runners, JVM options, extensions)
     }
@@ -105,6 +109,8 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".config", "git"), (".config", "systemd"), (".config", "autostart"), (".config", "environment.d"),
     (".config", "direnv"), (".config", "fish"), (".config", "mise"), (".config", "Code", "User"),
     (".local", "bin"),
+    # Docker's credential helpers and CLI plugins, Gradle's init scripts and JVM options: run on every use
+    (".docker", "config.json"), (".docker", "cli-plugins"), (".gradle", "init.d"), (".gradle", "gradle.properties"),
 )
 # Python's `site` module reads every `*.pth` file directly in these directories at each start of an
 # interpreter whose path holds them (a virtual environment's, the user site) and runs its `import`
