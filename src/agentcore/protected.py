@@ -94,7 +94,7 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".helix", ".idx",  # editors: Helix's languages.toml names language servers, IDX's dev.nix start hooks
         ".mise", ".ssh",
         # the home directory's tool managers: shells source their scripts, their shims and bin come first on PATH
-        ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".bun", ".deno", ".rustup",
+        ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".rustup",
         # programs these configure run on every use: AWS `credential_process`, kubeconfig `exec`, gpg-agent's pinentry
         ".aws", ".kube", ".gnupg",
         ".hg", ".jj",  # other version control systems: their repository config names hooks
@@ -111,6 +111,8 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".local", "bin"),
     # Docker's credential helpers and CLI plugins, Gradle's init scripts and JVM options: run on every use
     (".docker", "config.json"), (".docker", "cli-plugins"), (".gradle", "init.d"), (".gradle", "gradle.properties"),
+    # Bun's and Deno's bin directories come first on PATH (`node_modules/.bun` and `.deno` are package stores)
+    (".bun", "bin"), (".deno", "bin"),
 )
 # Python's `site` module reads every `*.pth` file directly in these directories at each start of an
 # interpreter whose path holds them (a virtual environment's, the user site) and runs its `import`
