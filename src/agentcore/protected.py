@@ -156,6 +156,11 @@ def layout_kind(names: Iterable[str]) -> str | None:
     return None
 
 
+def is_environment(directory: str) -> bool:
+    """Whether `directory` is a Python or conda environment (a layout of rule 3 by its marker alone)."""
+    return any(os.path.lexists(os.path.join(directory, m)) for m in (VENV_MARKER, CONDA_MARKER))
+
+
 def is_layout(names: Iterable[str]) -> bool:
     """Whether a directory listing with these names is a layout: a git directory or a Python or conda environment."""
     return layout_kind(names) is not None
@@ -205,7 +210,8 @@ def protected_reason(path: Path | str, extra: Iterable[Path | str] = ()) -> str 
     return None
 
 
-def _markers(directory: str) -> set[str]:
+def markers_in(directory: str) -> set[str]:
+    """The layout markers `directory` holds (rule 3), looked up one by one (no listing of the directory)."""
     out = set()
     for m in LAYOUT_MARKERS:
         if os.path.lexists(os.path.join(directory, m)):
@@ -225,7 +231,7 @@ def layout_reason(path: Path | str) -> str | None:
     parts = Path(os.fspath(path)).parts
     cur = parts[0] if parts else "/"
     for child in parts[1:]:
-        have = _markers(cur)
+        have = markers_in(cur)
         kind = layout_kind(have) if have else None
         if kind is not None:
             return f"inside a {kind}"

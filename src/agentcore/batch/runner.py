@@ -42,6 +42,14 @@ DEFAULT_TIMEOUT_S = 600.0
 EXECUTORS = ("local", "ray")
 
 
+# What a batch writes in OUT besides the tasks' workspaces (`own_files` keeps them from the agents).
+RESULTS, JUNIT, SUMMARY, LOGS, DEFAULT_DB = "results.jsonl", "junit.xml", "summary.md", "logs", "sessions.db"
+
+
+def _db_path(config: "BatchConfig", out: Path) -> Path:
+    return config.db or out / DEFAULT_DB
+
+
 class BatchUsageError(Exception):
     """The batch cannot start: its arguments, tasks file, manifest or output directory are wrong."""
 
@@ -85,9 +93,10 @@ async def run_batch(config: BatchConfig, display: Display) -> BatchOutcome:
     tasks, manifest = _load(config)
     flags = _model_flags(config, tasks, manifest)
     out = config.out.absolute()
-    previous = _previous_results(config, out / "results.jsonl")
+    previous = _previous_results(config, out / RESULTS)
     done = {t.id for t in tasks.tasks if t.id in previous and is_finished(previous[t.id])}
-    specs = [spec_for(task, config, flags, out) for task in tasks.tasks if task.id not in done]
+    protect = own_files(config, out)
+    specs = [spec_for(task, config, flags, out, protect) for task in tasks.tasks if task.id not in done]
     view = BatchView(tasks.path.name, tasks.tasks, {i: previous[i] for i in done}, tasks.errors)
     sink = _Sink(*_open_outputs(config, out), view, display)
     display.begin(total=len(specs), skipped=len(done), line_errors=[e.describe(tasks.path) for e in tasks.errors])
@@ -124,11 +133,11 @@ def _open_outputs(config: BatchConfig, out: Path) -> tuple[ResultsLog, Any]:
     """results.jsonl, opened for appending, and the session database (None with --no-record)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        log = ResultsLog(out / "results.jsonl")
+        log = ResultsLog(out / RESULTS)
     except OSError as exc:
         raise BatchUsageError(f"cannot write the results to {out}: {exc.strerror or exc}") from None
     try:
-        return log, _open_recorder(config.db or out / "sessions.db") if config.record else None
+        return log, _open_recorder(_db_path(config, out)) if config.record else None
     except BaseException:
         log.close()
         raise
@@ -174,7 +183,8 @@ def _previous_results(config: BatchConfig, results_path: Path) -> dict[str, dict
     return {}
 
 
-def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path) -> TaskSpec:
+def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path, protect: tuple[str, ...] = ()) -> TaskSpec:
+    """`protect`: the batch's own files (`own_files`), the same for every task."""
     limits = task.limits
     return TaskSpec(
         id=task.id,
@@ -190,7 +200,7 @@ def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path) -> T
         max_turn_requests=limits.max_turn_requests or flags.max_turn_requests,
         timeout_s=limits.timeout_s if limits.timeout_s is not None else config.timeout_s,
         token_budget=limits.token_budget if limits.token_budget is not None else config.token_budget,
-        protect=own_files(config, out),
+        protect=protect,
     )
 
 
@@ -199,9 +209,9 @@ def own_files(config: BatchConfig, out: Path) -> tuple[str, ...]:
     another task's result, add tasks to the file `--resume` reads again, or edit the recordings."""
     from ..recorder.store import database_files
 
-    files = [config.tasks.absolute(), *(out / name for name in ("results.jsonl", "junit.xml", "summary.md", "logs"))]
+    files = [config.tasks.absolute(), *(out / name for name in (RESULTS, JUNIT, SUMMARY, LOGS))]
     if config.record:
-        files += database_files((config.db or out / "sessions.db").absolute())
+        files += database_files(_db_path(config, out).absolute())
     return tuple(os.fspath(f) for f in files)
 
 
@@ -226,7 +236,7 @@ def _executor(config: BatchConfig, out: Path, scratch: Path) -> Executor:
         from .ray_exec import RayExecutor
 
         return RayExecutor(config.concurrency, address=config.ray_address, scratch=scratch, record=config.record)
-    return LocalExecutor(config.concurrency, log_dir=out / "logs", db_dir=scratch if config.record else None)
+    return LocalExecutor(config.concurrency, log_dir=out / LOGS, db_dir=scratch if config.record else None)
 
 
 def _open_recorder(path: Path) -> Any:
@@ -277,8 +287,10 @@ class _Sink:
         except Exception as exc:  # the result still counts; say what was not recorded (RecorderError, sqlite3.Error, OSError)
             result.setdefault("problems", []).append(f"the session could not be recorded: {type(exc).__name__}: {exc}")
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{recording}{suffix}").unlink(missing_ok=True)
+            from ..recorder.store import database_files
+
+            for f in database_files(recording):
+                f.unlink(missing_ok=True)
 
     def close(self) -> None:
         self.log.close()
@@ -288,5 +300,5 @@ class _Sink:
 
 def write_reports(view: BatchView, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "junit.xml").write_bytes(junit_xml(view))
-    (out / "summary.md").write_text(summary_markdown(view, out=out), encoding="utf-8")
+    (out / JUNIT).write_bytes(junit_xml(view))
+    (out / SUMMARY).write_text(summary_markdown(view, out=out), encoding="utf-8")

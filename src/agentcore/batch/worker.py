@@ -70,9 +70,11 @@ async def _serve(inp: BinaryIO, out: TextIO, db_dir: Path | None) -> None:
 def _clean(made: list[Path], db_dir: Path | None) -> None:
     """Remove this worker's task databases that are still there: the driver deletes each one it merged, so what
     remains belongs to a task that was cancelled or to a driver that died (a tmpfs must not keep them)."""
+    from ..recorder.store import database_files
+
     for db in made:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        for f in database_files(db):
+            f.unlink(missing_ok=True)
     if db_dir is not None:
         try:
             db_dir.rmdir()  # the last worker out removes the directory (a driver still running removes it anyway)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import gitconfig
-from ..protected import GIT_MARKERS, global_protected, is_git_layout, load_config, protected_reason
+from ..protected import global_protected, is_git_layout, load_config, markers_in, protected_reason
 from . import guard
 from .base import EnvironmentUnavailable, SandboxPolicy
 from .gitenv import git_env
@@ -51,7 +51,7 @@ def _repos(obs: guard.Observation, anchors: Iterable[str]) -> list[gitconfig.Rep
     for path, entry in obs.entries():
         if entry.kind == "repo":
             out.append(gitconfig.repo_at(path))
-        elif entry.kind == "layout" and is_git_layout(n for n in GIT_MARKERS if os.path.lexists(os.path.join(path, n))):
+        elif entry.kind == "layout" and is_git_layout(markers_in(path)):
             out.append(gitconfig.bare_repo(path))  # a virtual environment names no hooks
     for a in anchors:
         cur = a

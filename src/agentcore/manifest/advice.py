@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from ..protected import CONDA_MARKER, VENV_MARKER, layout_kind
+from ..protected import is_environment
 from .catalog import ToolCatalog
 from .compiled import CompiledManifest, Locate, locator, reachable_runtime
 
@@ -50,7 +50,7 @@ def _environments_in_reach(manifest: CompiledManifest) -> list[str]:
             found[inside] = None
             continue
         for candidate in [base, *_children(base), *_children(os.path.join(base, ".pixi", "envs"))]:
-            if layout_kind(n for n in (VENV_MARKER, CONDA_MARKER) if os.path.lexists(os.path.join(candidate, n))):
+            if is_environment(candidate):
                 found[candidate] = None
     envs = [e for e in found if not any(e == os.fspath(r) or e.startswith(os.fspath(r) + "/") for r in own)]
     if not envs:
@@ -62,7 +62,7 @@ def _environments_in_reach(manifest: CompiledManifest) -> list[str]:
 def _enclosing_environment(path: str) -> str | None:
     cur = path
     while True:
-        if layout_kind(n for n in (VENV_MARKER, CONDA_MARKER) if os.path.lexists(os.path.join(cur, n))):
+        if is_environment(cur):
             return cur
         parent = os.path.dirname(cur)
         if parent == cur:
