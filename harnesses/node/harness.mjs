@@ -194,7 +194,38 @@ function compileManifest(m, workspace, bindings) {
   const limits = m.limits || {};
   if (typeof limits !== "object" || Array.isArray(limits)) throw new CompileError("limits must be an object");
   for (const [k, v] of Object.entries(limits)) if (!Number.isInteger(v) || v < 1) throw new CompileError(`limits.${k} must be a positive integer`);
-  return { tools, fsRead, fsWrite, hosts, caps, rules, knownCaps, limits: { ...LIMIT_DEFAULTS, ...limits } };
+  const agentFiles = subagentFiles(m.agents);
+  return { tools, fsRead, fsWrite, hosts, caps, rules, knownCaps, agentFiles, limits: { ...LIMIT_DEFAULTS, ...limits } };
+}
+
+function realOrResolved(p) {
+  try { return fs.realpathSync(p); } catch { return path.resolve(p); }
+}
+
+// ENV-7 rule 5: every subagent manifest reachable through `agents` (nested maps followed; this harness
+// reads JSON only, and a file it cannot parse is protected all the same). Relative top-level entries are
+// taken against the harness's working directory: it is handed a manifest object, not a file.
+function subagentFiles(agents) {
+  if (agents === undefined) return new Set();
+  if (typeof agents !== "object" || agents === null || Array.isArray(agents)) throw new CompileError("agents must be a map of names to manifest paths");
+  const seen = new Set();
+  const todo = Object.values(agents).map((rel) => {
+    if (typeof rel !== "string" || !rel) throw new CompileError("an agents entry must be a manifest path");
+    return path.resolve(rel);
+  });
+  while (todo.length) {
+    const file = realOrResolved(todo.pop());
+    if (seen.has(file)) continue;
+    if (seen.size === 256) throw new CompileError("more than 256 subagent manifests are reachable through `agents`");
+    seen.add(file);
+    let data;
+    try { data = JSON.parse(fs.readFileSync(file, "utf8")); } catch { continue; }
+    const nested = data && typeof data === "object" ? data.agents : undefined;
+    if (nested && typeof nested === "object" && !Array.isArray(nested)) {
+      for (const rel of Object.values(nested)) if (typeof rel === "string") todo.push(path.resolve(path.dirname(file), rel));
+    }
+  }
+  return seen;
 }
 
 // --------------------------------------------------------------------- rules (PERM)
@@ -625,7 +656,7 @@ function subjectsFor(tool, args, agent, session) {
       if ((mode === "write" ? agent.m.fsWrite : agent.m.fsRead).length === 0) throw new Refusal("capability", "empty_scope", `path: the manifest grants no fs.${mode} scope`);
       throw new Refusal("capability", "out_of_scope", `path: the path is outside the fs.${mode} scope`);
     }
-    if (mode === "write" && isProtected(p)) throw new Refusal("capability", "protected", "path: writing this path is never allowed");
+    if (mode === "write" && (isProtected(p) || agent.m.agentFiles.has(p))) throw new Refusal("capability", "protected", "path: writing this path is never allowed");
     subjects.push({ tool, capability: `fs.${mode}`, kind: "path", value: p });
   }
   return { resolved: p, subjects };

@@ -372,6 +372,20 @@ class WritesProtected(AgentcoreHarness):
         return env
 
 
+class SubagentsUnprotected(AgentcoreHarness):
+    """Only the agent's own manifest is protected, not the subagent manifests its `agents` map names."""
+
+    async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
+        from agentcore.manifest import compiled
+
+        real = compiled.agent_files
+        compiled.agent_files = lambda agents: ()  # type: ignore[assignment]
+        try:
+            return await super().op_compile(req)
+        finally:
+            compiled.agent_files = real  # type: ignore[assignment]
+
+
 class ToolsGrantScope(AgentcoreHarness):
     """Enabling a file tool silently grants the whole workspace (the reading LOCK-5 rejects)."""
 
@@ -762,6 +776,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "unsorted-results": UnsortedResults,
     "relative-paths": RelativePaths,
     "writes-protected": WritesProtected,
+    "subagents-unprotected": SubagentsUnprotected,
     "tools-grant-scope": ToolsGrantScope,
     "lenient-compile": LenientCompile,
     "mcp-requires-ignored": McpRequiresIgnored,
