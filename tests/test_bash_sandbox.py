@@ -518,6 +518,26 @@ async def test_a_virtual_environment_cannot_be_changed_to_run_code_at_its_next_s
     assert after == before
 
 
+async def test_direnvs_layout_directory_cannot_be_given_a_program(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """With `layout python` in an allowed `.envrc`, direnv puts `.direnv/python-X.Y/bin` first on the user's
+    PATH when their shell enters the project, adopting the directory if it exists: a `git` planted there
+    would run at the user's next `git`, outside any sandbox. One that exists is read-only; one a command
+    makes is taken back whole."""
+    (lab.ws / ".envrc").write_text("layout python\n")
+    (lab.ws / "evil.sh").write_text("#!/bin/sh\ntouch /tmp/pwned\n")
+    agent = agent_for(FILE_SHELL)
+    env = await agent.call("bash", {"command": "mkdir -p .direnv/python-3.11/bin"})
+    _prevented(env)
+    assert env.to_dict()["metadata"].get("protected_removed") == 1, env.to_dict()
+    assert not (lab.ws / ".direnv").exists()
+    made = lab.ws / ".direnv" / "python-3.11" / "bin"
+    made.mkdir(parents=True)  # what direnv itself made on the host
+    for command in ("cp evil.sh .direnv/python-3.11/bin/git", "mv .direnv/python-3.11 .direnv/old", "mkdir .direnv/python-3.12"):
+        env = await agent.call("bash", {"command": command})
+        assert assert_ran(env)["exit_code"] != 0, env.to_dict()
+    assert [p.relative_to(lab.ws).as_posix() for p in sorted((lab.ws / ".direnv").rglob("*"))] == [".direnv/python-3.11", ".direnv/python-3.11/bin"]
+
+
 async def test_a_virtual_environment_a_command_makes_does_not_survive_it(agent_for: Callable[..., Any], lab: Lab) -> None:
     """`pyvenv.cfg` (or `conda-meta`) makes a directory an environment that editors find and start on
     their own: one a command makes is taken back, the rest of the directory stays."""

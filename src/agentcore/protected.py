@@ -93,6 +93,9 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".amazonq", ".kiro", ".roo", ".qwen", ".openhands",  # agents (OpenHands runs .openhands/setup.sh each session)
         ".helix", ".idx",  # editors: Helix's languages.toml names language servers, IDX's dev.nix start hooks
         ".mise", ".ssh",
+        # direnv's layout directory: `layout python|ruby|perl|go|julia` put its bin directories on PATH, and
+        # `layout python` adopts an environment it finds there instead of making one
+        ".direnv",
         # the home directory's tool managers: shells source their scripts, their shims and bin come first on PATH
         ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".rustup",
         # programs these configure run on every use: AWS `credential_process`, kubeconfig `exec`, gpg-agent's pinentry
