@@ -538,6 +538,31 @@ async def test_direnvs_layout_directory_cannot_be_given_a_program(agent_for: Cal
     assert [p.relative_to(lab.ws).as_posix() for p in sorted((lab.ws / ".direnv").rglob("*"))] == [".direnv/python-3.11", ".direnv/python-3.11/bin"]
 
 
+@pytest.mark.parametrize("exists", [True, False])
+async def test_a_write_deny_keeps_a_directory_the_envrc_puts_on_path_out_of_reach(agent_for: Callable[..., Any], lab: Lab, exists: bool) -> None:
+    """The README's advice for a project whose allowed `.envrc` says `PATH_add bin` (outside ENV-7: the user
+    chose to run what is there): a write deny on `bin/**` keeps a `git` of the agent's out of it, whether
+    `bin` exists or not (the file tools refuse it as any denied write)."""
+    (lab.ws / ".envrc").write_text("PATH_add bin\n")
+    (lab.ws / "evil.sh").write_text("#!/bin/sh\ntouch /tmp/pwned\n")
+    if exists:
+        (lab.ws / "bin").mkdir()
+        (lab.ws / "bin" / "build").write_text("#!/bin/sh\n")
+    deny = {"permission": "fs.write", "pattern": "{workspace}/bin/**", "action": "deny"}
+    agent = agent_for(FILE_SHELL, rules=[*ALLOW_ALL, deny])
+    for command in ("cp evil.sh bin/git", "mkdir -p bin/sub", "mv bin bin2", "touch bin/build"):
+        env = await agent.call("bash", {"command": command})
+        if env.type == "output":
+            assert env.data["exit_code"] != 0, (command, env.to_dict())
+        else:
+            assert env.to_dict()["metadata"].get("error_code") == "denied", (command, env.to_dict())
+    assert not (lab.ws / "bin2").exists()
+    if exists:
+        assert sorted(p.name for p in (lab.ws / "bin").iterdir()) == ["build"]
+    else:
+        assert not (lab.ws / "bin").exists()
+
+
 async def test_a_virtual_environment_a_command_makes_does_not_survive_it(agent_for: Callable[..., Any], lab: Lab) -> None:
     """`pyvenv.cfg` (or `conda-meta`) makes a directory an environment that editors find and start on
     their own: one a command makes is taken back, the rest of the directory stays."""
