@@ -8,12 +8,15 @@ Each warning is one "file:line: key: message" line.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Iterable
 
+from ..patterns.globtext import glob_escape
 from ..protected import is_environment
 from .catalog import ToolCatalog
 from .compiled import CompiledManifest, Locate, locator, reachable_runtime
+from .envrc import path_dirs
 
 # Where each built-in capability is granted in `requires`, and what it is called there.
 _GRANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -36,6 +39,44 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
     out += _runtime_in_reach(manifest)
     out += _environments_in_reach(manifest)
+    out += _path_dirs_in_reach(manifest)
+    return out
+
+
+def _path_dirs_in_reach(manifest: CompiledManifest) -> list[str]:
+    """Project directories an `.envrc` over the workspace or a writable base puts on PATH that `fs.write` reaches
+    and no write deny keeps out: outside ENV-7 (the user chose to run what is there), so worth a warning that
+    names the rule to add."""
+    from ..rules.evaluator import RuleEvaluator, Subject
+
+    starts = [*map(os.fspath, manifest.workspace_roots), *(os.fspath(p.base) for p in manifest.effective.fs_write)]
+    envrcs = [os.path.join(d, ".envrc") for d in dict.fromkeys(a for s in starts for a in _self_and_ancestors(os.path.realpath(s)))]
+    rules = RuleEvaluator(manifest.rules)
+    out = []
+    for envrc in envrcs:
+        for d in path_dirs(envrc) if os.path.isfile(envrc) else []:
+            probe = os.path.join(d, "git")  # a program that would shadow the user's own
+            if not manifest.effective.can_write(probe) or rules.evaluate(Subject("bash", "fs.write", "path", probe)).action == "deny":
+                continue
+            out.append(f"{envrc} puts {d} on PATH and requires.fs.write reaches it: a program the agent writes there runs "
+                       f"when you type its name in that project (outside ENV-7); add the rule "
+                       f"{{permission: fs.write, pattern: {json.dumps(_deny_pattern(d, manifest))}, action: deny}} to keep it out of reach")
+    return out
+
+
+def _deny_pattern(d: str, manifest: CompiledManifest) -> str:
+    """`d/**` as a rule pattern: relative to the workspace when inside it (as a manifest author would write it)."""
+    for root in manifest.workspace_roots[:1]:
+        rel = os.path.relpath(d, os.path.realpath(root))
+        if rel != ".." and not rel.startswith("../"):
+            return "{workspace}/" + glob_escape(rel) + "/**" if rel != "." else "{workspace}/**"
+    return glob_escape(d) + "/**"
+
+
+def _self_and_ancestors(path: str) -> list[str]:
+    out = [path]
+    while (parent := os.path.dirname(out[-1])) != out[-1]:
+        out.append(parent)
     return out
 
 
