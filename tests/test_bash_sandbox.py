@@ -563,6 +563,24 @@ async def test_a_write_deny_keeps_a_directory_the_envrc_puts_on_path_out_of_reac
         assert not (lab.ws / "bin").exists()
 
 
+async def test_an_activation_script_a_command_makes_is_never_sourced_by_the_users_shell(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """oh-my-zsh's `auto_vrun` (and pyautoenv) source `<dir>/bin/activate` when the shell enters a directory
+    holding one, `pyvenv.cfg` or not. One a command makes, in any form, is gone when it ends; the user's shell
+    entering the project afterwards runs nothing of the agent's."""
+    import subprocess
+
+    pwned = lab.root / "pwned"
+    (lab.ws / "evil.sh").write_text(f"touch {pwned}\n")
+    agent = agent_for(FILE_SHELL)
+    env = await agent.call("bash", {"command": "mkdir -p venv/bin sub/.venv/bin && cp evil.sh venv/bin/activate && cp evil.sh sub/.venv/bin/activate.fish"})
+    _prevented(env)
+    assert env.to_dict()["metadata"].get("protected_removed") == 2, env.to_dict()
+    assert (lab.ws / "venv" / "bin").is_dir() and not (lab.ws / "venv" / "bin" / "activate").exists()
+    # What auto_vrun does on `cd` into the project.
+    subprocess.run(["sh", "-c", "if [ -f venv/bin/activate ]; then . venv/bin/activate; fi"], cwd=lab.ws, check=True, timeout=30)
+    assert not pwned.exists()
+
+
 async def test_a_virtual_environment_a_command_makes_does_not_survive_it(agent_for: Callable[..., Any], lab: Lab) -> None:
     """`pyvenv.cfg` (or `conda-meta`) makes a directory an environment that editors find and start on
     their own: one a command makes is taken back, the rest of the directory stays."""

@@ -101,20 +101,21 @@ async def test_inside_an_existing_layout_nothing_is_writable(make_workspace: Cal
 async def test_a_virtual_environment_is_protected_whole(make_workspace: Callable[..., Path], make_agent: Callable[..., Any]) -> None:
     """Everything in a directory holding `pyvenv.cfg` is refused (its interpreter and activation scripts,
     the modules its `.pth` files import), and so is a `pyvenv.cfg` that would make one; a directory
-    shaped like one without the marker is an ordinary one."""
+    shaped like one without the marker is an ordinary one, but for its activation scripts, which shell plugins
+    source wherever they find them (Table 5)."""
     site = ".venv/lib/python3.11/site-packages"
     ws = make_workspace("ws", {".venv/pyvenv.cfg": "home = /usr/bin\n", ".venv/bin/activate": "# activate\n",
                                f"{site}/_virtualenv.pth": "import _virtualenv\n", f"{site}/_virtualenv.py": "",
-                               "env2/bin/activate": "# no marker\n", "env2/lib/python3.11/site-packages/m.py": ""})
+                               "env2/bin/tool": "# no marker\n", "env2/lib/python3.11/site-packages/m.py": ""})
     agent = make_agent(ws)
     for path in (".venv/pyvenv.cfg", ".venv/bin/activate", ".venv/bin/python", f"{site}/_virtualenv.py", f"{site}/pkg/__init__.py",
-                 ".venv/share/x", "env2/pyvenv.cfg", "new/deeper/pyvenv.cfg"):
+                 ".venv/share/x", "env2/pyvenv.cfg", "new/deeper/pyvenv.cfg", "env2/bin/activate", "env3/bin/activate.fish"):
         assert_protected(await agent.call("write", {"path": path, "content": "import os\n"}))
     assert (ws / ".venv/bin/activate").read_text() == "# activate\n" and not (ws / "env2/pyvenv.cfg").exists()
     assert not (ws / "new").exists()
     assert layout_reason(ws / ".venv/bin/activate") == "inside a Python virtual environment"
     assert layout_reason(ws / "env2/pyvenv.cfg") == "completes a Python virtual environment"
-    for path in ("env2/bin/activate", "env2/lib/python3.11/site-packages/m.py", "notes/pyvenv.cfg.md", "venv.cfg"):
+    for path in ("env2/bin/tool", "env2/lib/python3.11/site-packages/m.py", "notes/pyvenv.cfg.md", "venv.cfg", "bin/activated"):
         assert (await agent.call("write", {"path": path, "content": "x\n"})).ok, path
 
 

@@ -116,6 +116,10 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".docker", "config.json"), (".docker", "cli-plugins"), (".gradle", "init.d"), (".gradle", "gradle.properties"),
     # Bun's and Deno's bin directories come first on PATH (`node_modules/.bun` and `.deno` are package stores)
     (".bun", "bin"), (".deno", "bin"),
+    # a virtual environment's activation scripts: shell plugins source `<dir>/bin/activate` when the shell enters
+    # a directory holding one (oh-my-zsh's `auto_vrun`, pyautoenv), pyvenv.cfg or not; editors run `activate_this.py`
+    ("bin", "activate"), ("bin", "activate.csh"), ("bin", "activate.fish"), ("bin", "activate.nu"),
+    ("bin", "Activate.ps1"), ("bin", "activate_this.py"),
 )
 # Python's `site` module reads every `*.pth` file directly in these directories at each start of an
 # interpreter whose path holds them (a virtual environment's, the user site) and runs its `import`
