@@ -54,6 +54,8 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc",
         # entering a directory: direnv, mise
         ".envrc", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml",
+        # asdf and mise pick the program a shim runs from this, and `path:` versions name any directory
+        ".tool-versions",
         # git reads these in the work tree or the home directory
         ".gitconfig", ".gitmodules", ".gitattributes", ".lfsconfig",
         # hook managers read their configuration when a hook fires
@@ -116,6 +118,8 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".docker", "config.json"), (".docker", "cli-plugins"), (".gradle", "init.d"), (".gradle", "gradle.properties"),
     # Bun's and Deno's bin directories come first on PATH (`node_modules/.bun` and `.deno` are package stores)
     (".bun", "bin"), (".deno", "bin"),
+    # mise's other project configuration files (hooks run and `_.source` scripts sourced on entering the directory)
+    (".config", "mise.toml"), (".config", "mise.local.toml"), ("mise", "config.toml"), ("mise", "config.local.toml"),
     # a virtual environment's activation scripts: shell plugins source `<dir>/bin/activate` when the shell enters
     # a directory holding one (oh-my-zsh's `auto_vrun`, pyautoenv), pyvenv.cfg or not; editors run `activate_this.py`
     ("bin", "activate"), ("bin", "activate.csh"), ("bin", "activate.fish"), ("bin", "activate.nu"),
