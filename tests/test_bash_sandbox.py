@@ -620,12 +620,14 @@ async def test_a_virtual_environment_granted_as_the_writable_root_stays_read_onl
         assert not (site / "evil.py").exists()
 
 
-async def test_an_editor_workspace_file_cannot_be_planted_or_changed(agent_for: Callable[..., Any], lab: Lab) -> None:
+@pytest.mark.parametrize("ending", [".code-workspace", ".sublime-project"])
+async def test_an_editor_workspace_file_cannot_be_planted_or_changed(agent_for: Callable[..., Any], lab: Lab, ending: str) -> None:
     """A `*.code-workspace` file holds VS Code settings and tasks (a task can run when the workspace is
-    opened), like `.vscode/tasks.json`: none can be made or changed at any depth."""
-    (lab.ws / "team.code-workspace").write_text('{"folders": []}\n')
+    opened), like `.vscode/tasks.json`, and a `*.sublime-project` file the language servers Sublime's LSP
+    package starts: none can be made or changed at any depth."""
+    (lab.ws / f"team{ending}").write_text('{"folders": []}\n')
     agent = agent_for(FILE_SHELL)
-    for command in ("cp a.txt team.code-workspace", "cp a.txt sub/new.code-workspace", "mv team.code-workspace old.json"):
+    for command in (f"cp a.txt team{ending}", f"cp a.txt sub/new{ending}", f"mv team{ending} old.json"):
         _prevented(await agent.call("bash", {"command": command}))
-    assert (lab.ws / "team.code-workspace").read_text() == '{"folders": []}\n'
-    assert not (lab.ws / "sub" / "new.code-workspace").exists() and not (lab.ws / "old.json").exists()
+    assert (lab.ws / f"team{ending}").read_text() == '{"folders": []}\n'
+    assert not (lab.ws / "sub" / f"new{ending}").exists() and not (lab.ws / "old.json").exists()

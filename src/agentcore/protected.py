@@ -71,6 +71,9 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         # editors and agents run commands or servers these name when the folder is opened
         ".mcp.json", ".devcontainer.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml",
         ".crush.json", "crush.json",  # Crush runs `$(...)` in them when it loads, and starts their MCP and LSP commands
+        # Eclipse (and the Java language server editors start) builds on opening: `.project` names the builders
+        # it runs, `.factorypath` the annotation-processor jars the compiler loads, `.classpath` what it compiles against
+        ".project", ".factorypath", ".classpath",
         ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".dir-locals.el", ".dir-locals-2.el",
         # search and package tools
         ".ripgreprc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
@@ -94,6 +97,7 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".agentcore", ".claude", ".cursor", ".windsurf", ".continue", ".gemini", ".codex", ".opencode",
         ".amazonq", ".kiro", ".roo", ".qwen", ".openhands",  # agents (OpenHands runs .openhands/setup.sh each session)
         ".helix", ".idx",  # editors: Helix's languages.toml names language servers, IDX's dev.nix start hooks
+        ".externalToolBuilders", ".settings",  # Eclipse: the programs its automatic builds run, annotation processing
         ".mise", ".ssh",
         # direnv's layout directory: `layout python|ruby|perl|go|julia` put its bin directories on PATH, and
         # `layout python` adopts an environment it finds there instead of making one
@@ -107,8 +111,9 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
     }
 )
 # Name endings protected wherever they appear: a VS Code workspace file holds settings and tasks, and a
-# task can run when the workspace is opened, as with `.vscode/tasks.json`.
-PROTECTED_SUFFIXES: tuple[str, ...] = (".code-workspace",)
+# task can run when the workspace is opened, as with `.vscode/tasks.json`; a Sublime Text project file's
+# settings can define the language servers Sublime's LSP package starts when a file is opened.
+PROTECTED_SUFFIXES: tuple[str, ...] = (".code-workspace", ".sublime-project")
 # Runs of components protected wherever they appear (home-directory configuration mostly).
 PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".config", "git"), (".config", "systemd"), (".config", "autostart"), (".config", "environment.d"),
