@@ -70,6 +70,7 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         ".drone.yml", ".woodpecker.yml", "appveyor.yml", ".appveyor.yml", ".cirrus.yml", ".gitpod.yml",
         # editors and agents run commands or servers these name when the folder is opened
         ".mcp.json", ".devcontainer.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml",
+        "kilo.json", "kilo.jsonc",  # Kilo Code's project configuration: the MCP servers it starts
         ".crush.json", "crush.json",  # Crush runs `$(...)` in them when it loads, and starts their MCP and LSP commands
         # Eclipse (and the Java language server editors start) builds on opening: `.project` names the builders
         # it runs, `.factorypath` the annotation-processor jars the compiler loads, `.classpath` what it compiles against
@@ -96,6 +97,7 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".devcontainer", ".vscode", ".idea", ".zed", ".theia", ".fleet",  # editors
         ".agentcore", ".claude", ".cursor", ".windsurf", ".continue", ".gemini", ".codex", ".opencode",
         ".amazonq", ".kiro", ".roo", ".qwen", ".openhands",  # agents (OpenHands runs .openhands/setup.sh each session)
+        ".clinerules", ".kilocode", ".kilo",  # agents: Cline runs the scripts in .clinerules/hooks, Kilo Code starts MCP servers
         ".helix", ".idx",  # editors: Helix's languages.toml names language servers, IDX's dev.nix start hooks
         ".externalToolBuilders", ".settings",  # Eclipse: the programs its automatic builds run, annotation processing
         ".mise", ".ssh",
