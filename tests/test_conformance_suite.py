@@ -91,3 +91,25 @@ def test_node_harness_passes_what_it_declares() -> None:
         "file.edit-counts-non-overlapping-occurrences", "file.grep-cuts-long-lines-at-2000-bytes", "perm.rule-index-in-the-session-scope",
         "envl.refusals-of-grep", "envl.refusals-of-edit",
     } <= ran
+
+
+def test_node_harness_protects_what_table_5_lists() -> None:
+    """The Node harness is an example others copy: its protected names, directories, sequences and name
+    endings are Table 5's (`protected.py`), so a name added there cannot be forgotten here."""
+    import json
+    import re
+
+    from agentcore.protected import PROTECTED_DIRS, PROTECTED_NAMES, PROTECTED_SEQUENCES, PROTECTED_SUFFIXES
+
+    text = (ROOT / "harnesses/node/harness.mjs").read_text()
+
+    def constant(name: str, opening: str, closing: str) -> list[object]:
+        m = re.search(rf"^const {name} = {re.escape(opening)}(.*?){re.escape(closing)};$", text, re.M | re.S)
+        assert m is not None, name
+        return json.loads("[" + m.group(1) + "]")
+
+    assert set(constant("PROTECTED_NAMES", "new Set([", "])")) == set(PROTECTED_NAMES)
+    assert set(constant("PROTECTED_DIRS", "new Set([", "])")) == set(PROTECTED_DIRS)
+    assert {tuple(s) for s in constant("PROTECTED_SEQUENCES", "[", "]") if isinstance(s, list)} == set(PROTECTED_SEQUENCES)
+    endings = set(re.findall(r'parts\[i\]\.endsWith\("([^"]+)"\)', text)) - {".pth"}  # `.pth`: the site-directory rule
+    assert endings == set(PROTECTED_SUFFIXES)
