@@ -46,6 +46,30 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _fast_schema_checked_by_jsonschema() -> Iterator[None]:
+    """Every call the suite makes in-process that `fastschema` proves valid is validated by jsonschema
+    too, and the two must agree: thousands of real calls on top of the property tests."""
+    from jsonschema import Draft202012Validator
+
+    from agentcore.pipeline import schema
+
+    real = schema.proven_valid
+
+    def checked(tool_schema: Any, value: Any) -> bool:
+        proven = real(tool_schema, value)
+        if proven:
+            validator = Draft202012Validator(tool_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            assert validator.is_valid(value), f"fastschema proved arguments jsonschema rejects: {value!r}"
+        return proven
+
+    schema.proven_valid = checked  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        schema.proven_valid = real  # type: ignore[assignment]
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _own_temp_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Everything the engine puts in the temp directory during the run goes to a directory of the
     run's own (subprocesses included, through TMPDIR), and nothing may be left there at the end."""

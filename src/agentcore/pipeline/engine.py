@@ -246,12 +246,13 @@ class Engine:
         if source is not None:
             await source.ready()
 
-    def _validator(self, session: Session, tool_id: str) -> Any:
+    def _schema_problem(self, session: Session, tool_id: str, args: Any) -> str | None:
         if tool_id in self.manifest.tools or tool_id in self.manifest.deferred:
-            return self.catalog.validator(tool_id)
+            # The schema the catalog's validator is built from: proven valid without building it when it can be.
+            return validate_args(lambda: self.catalog.validator(tool_id), args, self.catalog.get(tool_id).parameters)
         entry = _session_tool(session, tool_id)
         assert entry is not None  # lookup found the tool
-        return entry.validator
+        return validate_args(lambda: entry.validator, args)
 
     # -- environment --------------------------------------------------------------
     def environment(self) -> tuple["Environment", "SandboxPolicy"]:
@@ -403,7 +404,7 @@ class Engine:
             if c.observers:
                 await self._emit(c, CallStarted(**c.event_ids(), tool=c.tool_id, kind="other", title=c.tool_id, raw_input=c.args))
             return await self._deny(c, "schema", "unknown_tool", "this tool is not enabled for the agent")
-        c.schema_problem = validate_args(self._validator(c.session, c.tool_id), c.args)
+        c.schema_problem = self._schema_problem(c.session, c.tool_id, c.args)
         if c.observers:
             await self._emit(c, self._started(c))
         if c.session.closed:

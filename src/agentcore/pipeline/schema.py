@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the validator comes built from the registry: nothing here needs jsonschema at run time
@@ -10,6 +11,7 @@ if TYPE_CHECKING:  # the validator comes built from the registry: nothing here n
     from jsonschema.exceptions import ValidationError
 
 from ..textdata import MAX_DEPTH, too_deep
+from .fastschema import proven_valid
 
 
 def _where(err: ValidationError) -> str:
@@ -51,14 +53,21 @@ def describe(err: ValidationError) -> str:
 MAX_REPORTED = 8
 
 
-def validate_args(validator: Draft202012Validator, args: Any) -> str | None:
-    """None when valid, else one safe message naming every failure (up to MAX_REPORTED)."""
+def validate_args(validator: Callable[[], Draft202012Validator], args: Any, schema: Mapping[str, Any] | None = None) -> str | None:
+    """None when valid, else one safe message naming every failure (up to MAX_REPORTED).
+
+    `validator` builds (or returns the cached) jsonschema validator of `schema`. It is asked only when
+    `fastschema` cannot prove the arguments valid against `schema` (None: always asked), so a valid call
+    to a tool with a plain schema never imports jsonschema.
+    """
     if not isinstance(args, dict):
         return '"": must be of type "object" (keyword \'type\')'
     if too_deep(args):
         # Checked before the validator, whose recursion (and every later json.dumps) a deep value would exhaust.
         return f'"": nested more than {MAX_DEPTH} levels deep (limit \'depth\')'
-    errors = sorted(validator.iter_errors(args), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)))
+    if schema is not None and proven_valid(schema, args):
+        return None
+    errors = sorted(validator().iter_errors(args), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)))
     if not errors:
         return None
     text = "; ".join(describe(e) for e in errors[:MAX_REPORTED])
