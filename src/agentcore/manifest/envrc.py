@@ -70,7 +70,7 @@ def _named(words: list[str]) -> list[str]:
         dirs = args[1:]
     elif name == "layout" and args[:1] and args[0] in _LAYOUT_DIRS:
         dirs = [_LAYOUT_DIRS[args[0]]]
-    elif name in ("export", "PATH=") or name.startswith("PATH="):
+    elif name == "export" or name.startswith("PATH="):
         assigned = [w for w in (args if name == "export" else words) if w.startswith("PATH=")]
         dirs = [e for w in assigned for e in w[len("PATH="):].split(":")]
     else:

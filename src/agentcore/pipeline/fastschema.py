@@ -57,7 +57,7 @@ def compile_check(schema: Any) -> Check | None:
     """A function that proves values valid against `schema`, or None when the schema uses anything
     this module does not know (every value is then left to jsonschema)."""
     if schema is True:
-        return lambda v: True
+        return _ALWAYS
     if type(schema) is not dict or not KNOWN.issuperset(schema):
         return None
     checks: list[Check] = []
