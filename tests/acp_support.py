@@ -166,8 +166,10 @@ class RecordingClient:
     async def request_permission(self, options: Any, session_id: str, tool_call: Any, **kwargs: Any) -> Any:
         from acp import schema
 
+        texts = [c.content.text for c in tool_call.content or [] if getattr(c, "type", None) == "content"]
         self.permissions.append({"options": [(o.option_id, o.name, o.kind) for o in options], "tool_call_id": tool_call.tool_call_id,
-                                 "updates_before": len(self.updates)})
+                                 "updates_before": len(self.updates), "title": tool_call.title, "texts": texts,
+                                 "content_types": [c.type for c in tool_call.content or []]})
         if self.on_permission is not None:
             result = self.on_permission(tool_call)
             if hasattr(result, "__await__"):

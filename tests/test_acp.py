@@ -152,6 +152,38 @@ async def test_a_permission_request_follows_its_tool_call_and_names_what_is_reme
     wire.validate()
 
 
+@pytest.mark.parametrize("terminal", [False, True])
+async def test_a_permission_request_shows_every_command_of_a_script_not_only_its_first_line(
+        setup: dict[str, Any], write_manifest: Callable[..., Path], terminal: bool) -> None:
+    """A title is one line; a script whose harmless first line is all a client shows must not pass for the whole
+    of it. The request says how many lines follow, and its content lists why it asks and every command."""
+    manifest = write_manifest({
+        "name": "acp-ask", "tools": ["bash"],
+        "requires": {"fs": {"read": ["{workspace}/**"]},
+                     "shell": [{"cmd": "echo", "args": [{"wildcard": True}]}, {"cmd": "cat", "args": [{"wildcard": True}]}]},
+    })
+    script = _script(setup["tmp"] / "s.yaml", [
+        {"tool_calls": [{"tool": "bash", "args": {"command": "echo hello\n\ncat a.txt\necho done"}}]},
+        {"text": "ok"},
+    ])
+    client = RecordingClient(answer=lambda tc: "reject_once")
+    async with acp_agent(client, "--manifest", str(manifest), "--model", f"script:{script}", "--db", str(setup["db"]),
+                         cwd=setup["tmp"]) as (conn, _proc):
+        from acp import schema
+
+        meta = {"terminal_output": True} if terminal else None
+        await conn.initialize(protocol_version=1, client_capabilities=schema.ClientCapabilities(field_meta=meta))
+        new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    [asked] = client.permissions
+    assert asked["title"] == "echo hello (+2 more lines)"
+    # The call's terminal stays in place for a client that shows one; the details come after it.
+    assert asked["content_types"] == (["terminal", "content"] if terminal else ["content"])
+    [details] = asked["texts"]
+    lines = details.splitlines()
+    assert lines[0].startswith("permission: ") and lines[1:] == ["- shell.run echo hello", "- shell.run cat a.txt", "- shell.run echo done"]
+
+
 async def test_headless_sends_no_permission_request(setup: dict[str, Any]) -> None:
     script = _script(setup["tmp"] / "s.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "x.txt", "content": "1"}}]}, {"text": "ok"}])
     client = RecordingClient()

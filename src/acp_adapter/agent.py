@@ -34,6 +34,7 @@ import acp
 from acp import schema
 
 from agentcore.agent.messages import ImagePart, Message, TextPart
+from agentcore.textdata import printable
 
 from .stdio_guard import guarded_stdio
 from .updates import Translator, available_commands, usage_update
@@ -96,8 +97,13 @@ class AcpBroker:
             schema.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
             schema.PermissionOption(option_id="reject_always", name=request.always_label(False), kind="reject_always"),
         ]
-        tool_call = schema.ToolCallUpdate(tool_call_id=request.call_id, title=request.title, kind=request.kind,  # type: ignore[arg-type]
-                                          status="pending", raw_input=request.args)
+        # The title is one line of the call (a script's first); the content says everything asked, every
+        # command included, so a harmless first line cannot stand for what the user approves.
+        content: list[Any] = [schema.TerminalToolCallContent(type="terminal", terminal_id=request.call_id)] \
+            if self._agent.terminal_output and request.kind == "execute" else []
+        content.append(schema.ContentToolCallContent(type="content", content=schema.TextContentBlock(type="text", text="\n".join(request.details()))))
+        tool_call = schema.ToolCallUpdate(tool_call_id=request.call_id, title=printable(request.title), kind=request.kind,  # type: ignore[arg-type]
+                                          status="pending", raw_input=request.args, content=content)
         response = await self._agent.conn.request_permission(options=options, session_id=self._sid, tool_call=tool_call)
         outcome = response.outcome
         if getattr(outcome, "outcome", None) == "selected" and outcome.option_id in ("allow_once", "allow_always", "reject_once", "reject_always"):
@@ -140,6 +146,11 @@ class AgentcoreAcp:
         self._model_lock = asyncio.Lock()
         self._stack = AsyncExitStack()
         self._warming: asyncio.Task[Any] | None = None
+
+    @property
+    def terminal_output(self) -> bool:
+        """The client opted in to terminal output for commands (`_meta.terminal_output` at initialize)."""
+        return self._terminal_output
 
     def _own_files(self) -> tuple[Path, ...]:
         """The session database and its side files: a recording the agent could edit would give a loaded

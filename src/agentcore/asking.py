@@ -34,6 +34,12 @@ class AskRequest:
     subjects: tuple[Subject, ...]
     args: dict[str, Any] = field(default_factory=dict)  # shown to the human only, never logged
 
+    def details(self) -> list[str]:
+        """What the human is asked to approve, one line each and safe to show (no control or format
+        characters): why it is asked, then every subject the call has (every command of a script, not
+        only the first line a title shows)."""
+        return [f"{self.layer}: {printable(self.reason)}", *(f"- {printable(s.describe())}" for s in self.subjects)]
+
     def always_label(self, allow: bool = True) -> str:
         """Exactly what an "always" answer will remember, in words (ASK-3, ASK-6).
 
@@ -130,13 +136,13 @@ class TerminalBroker:
     async def ask(self, request: AskRequest) -> Choice:
         # Tool names, titles and subjects come from the model's arguments or a server: never raw escape
         # sequences on the human's terminal, which could rewrite what this prompt shows.
+        why, *subjects = request.details()
         lines = [
             "",
-            f"agentcore: permission needed ({request.layer}: {printable(request.reason)})",
+            f"agentcore: permission needed ({why})",
             f"  tool: {printable(request.tool)}  ({printable(request.title)})",
+            *(f"  {s}" for s in subjects),
         ]
-        for s in request.subjects:
-            lines.append(f"  - {printable(s.describe())}")
         lines += [
             "  [o] allow once (also: y, yes)",
             f"  [a] {printable(request.always_label())}",

@@ -79,9 +79,14 @@ class BashTool(Tool):
         return [ShellAccess("command", args["command"])]
 
     def title(self, args: dict[str, Any]) -> str:
-        cmd = args.get("command", "")
-        first = cmd.strip().splitlines()[0] if cmd.strip() else ""
-        return first if len(first) <= 80 else first[:77] + "..."
+        """The first line, cut at 80 characters, and how many lines follow: a harmless first line must not
+        pass for the whole script where a front end shows only the title."""
+        lines = [ln for ln in str(args.get("command", "")).strip().splitlines() if ln.strip()]
+        if not lines:
+            return ""
+        first = lines[0] if len(lines[0]) <= 80 else lines[0][:77] + "..."
+        more = len(lines) - 1
+        return first if not more else f"{first} (+{more} more line{'s' if more > 1 else ''})"
 
     def command_argv(self, args: dict[str, Any]) -> list[str]:  # noqa: D102 - see Tool
         return [SHELL, "--noprofile", "--norc", "-c", args["command"]]
