@@ -351,3 +351,17 @@ def test_printable_text_holds_no_control_or_format_character(text: str) -> None:
     assert all(c.isprintable() or c in "\n\t" for c in lines)
     if text.isprintable():
         assert one_line == lines == text  # ordinary text is left as it is
+
+
+@given(value=st.text(), tool=st.text(min_size=1))
+def test_what_an_ask_shows_holds_no_control_or_format_character(value: str, tool: str) -> None:
+    """The lines of an ask and the labels of its "always" options reach a terminal or an editor's buttons:
+    a bidirectional override or an escape sequence in a command must not reorder or hide what is approved."""
+    from agentcore.api import AskRequest
+    from agentcore.rules.evaluator import Subject
+
+    subjects = (Subject(tool, "shell.run", "command", value), Subject(tool, "fs.write", "path", value))
+    for layer in ("permission", "watchdog"):
+        request = AskRequest("s", "c", tool, "execute", value, layer, value, subjects)  # type: ignore[arg-type]
+        for text in (*request.details(), request.always_label(True), request.always_label(False)):
+            assert text.isprintable(), text

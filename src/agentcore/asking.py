@@ -48,8 +48,8 @@ class AskRequest:
         """
         verb = "allow" if allow else "reject"
         if self.layer == "watchdog":
-            return f"Always {verb} this exact {self.tool} call in this session"
-        what = "; ".join(_subject_words(s) for s in self.subjects) or f"using {self.tool}"
+            return f"Always {verb} this exact {printable(self.tool)} call in this session"
+        what = "; ".join(_subject_words(s) for s in self.subjects) or f"using {printable(self.tool)}"
         return f"Always {verb} {what} in this session"
 
 
@@ -60,9 +60,10 @@ def _subject_words(subject: Subject) -> str:
     """`reading /abs/path with read`, `running `git status` with bash`, `using todo`."""
     verb = _VERBS.get(subject.capability or "")
     if verb is None or not subject.value:
-        return f"using {subject.tool}"
-    value = f"`{subject.value}`" if subject.capability == "shell.run" else subject.value
-    return f"{verb} {value} with {subject.tool}"
+        return f"using {printable(subject.tool)}"
+    # A button's label in an editor: no control or format character may reorder or hide what it remembers.
+    value = f"`{printable(subject.value)}`" if subject.capability == "shell.run" else printable(subject.value)
+    return f"{verb} {value} with {printable(subject.tool)}"
 
 
 class AskBroker(Protocol):
