@@ -163,7 +163,7 @@ async def test_a_permission_request_shows_every_command_of_a_script_not_only_its
                      "shell": [{"cmd": "echo", "args": [{"wildcard": True}]}, {"cmd": "cat", "args": [{"wildcard": True}]}]},
     })
     script = _script(setup["tmp"] / "s.yaml", [
-        {"tool_calls": [{"tool": "bash", "args": {"command": "echo hello\n\ncat a.txt\necho done"}}]},
+        {"tool_calls": [{"tool": "bash", "args": {"command": "echo he\u202ello\n\ncat a.txt\necho done"}}]},
         {"text": "ok"},
     ])
     client = RecordingClient(answer=lambda tc: "reject_once")
@@ -176,12 +176,15 @@ async def test_a_permission_request_shows_every_command_of_a_script_not_only_its
         new = await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])
         await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
     [asked] = client.permissions
-    assert asked["title"] == "echo hello (+2 more lines)"
+    # A right-to-left override in the model's text is shown, escaped, never applied (ASK-13).
+    assert asked["title"] == "echo he\\u202ello (+2 more lines)"
+    assert [u["title"] for u in client.updates if u.get("sessionUpdate") == "tool_call"] == [asked["title"]]
     # The call's terminal stays in place for a client that shows one; the details come after it.
     assert asked["content_types"] == (["terminal", "content"] if terminal else ["content"])
     [details] = asked["texts"]
     lines = details.splitlines()
-    assert lines[0].startswith("permission: ") and lines[1:] == ["- shell.run echo hello", "- shell.run cat a.txt", "- shell.run echo done"]
+    assert lines[0].startswith("permission: ")
+    assert lines[1:] == ["- shell.run echo 'he\\u202ello'", "- shell.run cat a.txt", "- shell.run echo done"]
 
 
 async def test_headless_sends_no_permission_request(setup: dict[str, Any]) -> None:

@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcore.textdata import printable
+
 TEXT_CAP = 64 * 1024  # characters of live text output kept per call (the envelope holds the head anyway)
 
 
@@ -68,7 +70,7 @@ class Translator:
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call",
             "toolCallId": e["call_id"],
-            "title": e["title"] or e["tool"],
+            "title": printable(e["title"] or e["tool"]),  # a model's text on the editor's card: nothing that reorders it
             "kind": e["kind"],
             "status": "pending",
             "locations": [{"path": loc["path"], **({"line": loc["line"]} if loc.get("line") else {})} for loc in e.get("locations") or []],
