@@ -85,3 +85,15 @@ def test_a_bad_script_is_refused_with_the_place(tmp_path: Path, text: str, messa
     path.write_text(text)
     with pytest.raises(ScriptFileError, match=message):
         load_script(path)
+
+
+def test_a_model_process_does_not_import_httpxs_command_line_client() -> None:
+    """httpx imports click, rich and pygments for its CLI whenever they are installed (mcp brings click): 30-70 ms
+    of `agentcore run`'s start to its first request (issue 10). The provider layer keeps them out."""
+    import subprocess
+    import sys
+
+    code = ("import sys, agentcore.agent.providers, pydantic_ai.models.openai, httpx; "
+            "print(sorted(m for m in ('click', 'rich', 'pygments', 'httpx._main') if sys.modules.get(m) is not None))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -9,6 +9,7 @@ for pydantic-ai, openai or anthropic (about a second of imports).
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
 
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
+
+# httpx's package imports its command-line client (click, rich, pygments) whenever they are installed, and
+# mcp's dependencies install click: 30-70 ms of a model process's start (`agentcore run` to its first request,
+# issue 10) for a program nothing here runs. Marked absent before pydantic-ai imports httpx, httpx keeps its
+# stub `main` instead; only `httpx.main()` in this process is affected, and no host calls it.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _FINISH: dict[str | None, Finish] = {
