@@ -78,6 +78,9 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".dir-locals.el", ".dir-locals-2.el",
         # search and package tools
         ".ripgreprc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
+        # package managers read these on every install (an index the agent names serves the packages whose
+        # install scripts run), and bun's `preload` runs before every `bun run` and `bun test`
+        "uv.toml", "bunfig.toml", ".bunfig.toml", ".condarc",
         # toolchain managers and build tools read these on any invocation, even `--version`
         # (rustup runs the toolchain a `path` names; bazel runs `--workspace_status_command`)
         "rust-toolchain", "rust-toolchain.toml", ".bazelrc",
@@ -106,6 +109,7 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         ".direnv",
         # the home directory's tool managers: shells source their scripts, their shims and bin come first on PATH
         ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".rustup",
+        ".pip",  # pip's old user configuration directory (`pip.conf`: the index every install uses)
         # programs these configure run on every use: AWS `credential_process`, kubeconfig `exec`, gpg-agent's pinentry
         ".aws", ".kube", ".gnupg",
         ".hg", ".jj",  # other version control systems: their repository config names hooks
@@ -123,6 +127,8 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".local", "bin"),
     # Docker's credential helpers and CLI plugins, Gradle's init scripts and JVM options: run on every use
     (".docker", "config.json"), (".docker", "cli-plugins"), (".gradle", "init.d"), (".gradle", "gradle.properties"),
+    # the user configuration of pip, uv, conda and Maven: the index or mirror every later install uses
+    (".config", "pip"), (".config", "uv"), (".config", "conda"), (".m2", "settings.xml"),
     # Bun's and Deno's bin directories come first on PATH (`node_modules/.bun` and `.deno` are package stores)
     (".bun", "bin"), (".deno", "bin"),
     # mise's other project configuration files (hooks run and `_.source` scripts sourced on entering the directory)
