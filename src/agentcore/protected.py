@@ -52,6 +52,11 @@ PROTECTED_NAMES: frozenset[str] = frozenset(
         # shells read these when they start
         ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
         ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc",
+        # ... or source from those (Debian's and Ubuntu's .bashrc sources .bash_aliases); readline's macros can
+        # type a command at every Enter; terminal multiplexers and X sessions run commands when they start
+        ".bash_aliases", ".inputrc", ".tmux.conf", ".screenrc", ".xinitrc", ".xprofile", ".xsession", ".xsessionrc",
+        # editors load these at every start, wherever they are opened
+        ".emacs",
         # entering a directory: direnv, mise
         ".envrc", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml",
         # asdf and mise pick the program a shim runs from this, and `path:` versions name any directory
@@ -110,6 +115,8 @@ PROTECTED_DIRS: frozenset[str] = frozenset(
         # the home directory's tool managers: shells source their scripts, their shims and bin come first on PATH
         ".nvm", ".sdkman", ".pyenv", ".rbenv", ".nodenv", ".asdf", ".volta", ".rustup",
         ".pip",  # pip's old user configuration directory (`pip.conf`: the index every install uses)
+        ".vim", ".emacs.d",  # editors' plugin and init directories, loaded at every start
+        ".ipython", ".jupyter",  # IPython runs its profiles' startup scripts, Jupyter its config files, at every start
         # programs these configure run on every use: AWS `credential_process`, kubeconfig `exec`, gpg-agent's pinentry
         ".aws", ".kube", ".gnupg",
         ".hg", ".jj",  # other version control systems: their repository config names hooks
@@ -129,6 +136,8 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".docker", "config.json"), (".docker", "cli-plugins"), (".gradle", "init.d"), (".gradle", "gradle.properties"),
     # the user configuration of pip, uv, conda and Maven: the index or mirror every later install uses
     (".config", "pip"), (".config", "uv"), (".config", "conda"), (".m2", "settings.xml"),
+    # editors' and tmux's XDG configuration, loaded at every start
+    (".config", "nvim"), (".config", "emacs"), (".config", "tmux"),
     # Bun's and Deno's bin directories come first on PATH (`node_modules/.bun` and `.deno` are package stores)
     (".bun", "bin"), (".deno", "bin"),
     # mise's other project configuration files (hooks run and `_.source` scripts sourced on entering the directory)
