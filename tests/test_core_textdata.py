@@ -365,3 +365,31 @@ def test_what_an_ask_shows_holds_no_control_or_format_character(value: str, tool
         request = AskRequest("s", "c", tool, "execute", value, layer, value, subjects)  # type: ignore[arg-type]
         for text in (*request.details(), request.always_label(True), request.always_label(False)):
             assert text.isprintable(), text
+
+
+@given(value=st.recursive(st.one_of(st.text(), st.integers(), st.none()),
+                          lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+                          max_leaves=8),
+       indent=st.sampled_from([None, 2]))
+def test_json_text_is_the_same_json_and_holds_nothing_a_terminal_acts_on(value: Any, indent: int | None) -> None:
+    from agentcore.textdata import json_text
+
+    text = json_text(value, indent=indent)
+    assert json.loads(text) == value
+    assert all(c.isprintable() or c in "\n " for c in text), text
+
+
+def test_agentcore_call_prints_a_files_c1_controls_and_overrides_escaped(tmp_path: Path) -> None:
+    """`agentcore call read` prints the file's content inside JSON: U+009B (CSI to some terminals) and a
+    right-to-left override arrive as JSON escapes, and the JSON still holds them."""
+    content = "a\u009b2Jb\u202ec\u2028d\n"
+    (tmp_path / "f.txt").write_text(content)
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text('name: m\ntools: [read]\nrequires: {fs: {read: ["{workspace}/**"]}}\n'
+                        'rules: [{permission: "*", pattern: "*", action: allow}]\n')
+    exe = str(Path(sys.executable).parent / "agentcore")
+    done = subprocess.run([exe, "call", "--manifest", str(manifest), "--workspace", str(tmp_path), "--headless", "read", '{"path": "f.txt"}'],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert not any(c in done.stdout for c in "\u009b\u202e\u2028")
+    assert "\\u009b" in done.stdout and "\\u202e" in done.stdout
+    assert json.loads(done.stdout)["data"]["content"] == content

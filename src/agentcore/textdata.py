@@ -190,3 +190,23 @@ def printable(text: str, *, lines: bool = False) -> str:
         c if c.isprintable() or c in keep else " " if c in "\n\t" else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
         for c in text
     )
+
+
+def _json_escape(c: str) -> str:
+    n = ord(c)
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    n -= 0x10000  # a UTF-16 surrogate pair: JSON's escapes name 16-bit units
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+
+def json_text(value: Any, **kwargs: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, **kwargs)` that a terminal shows as it is: every character
+    JSON leaves raw that is not printable (C1 controls such as U+009B, which some terminals read as an
+    escape, bidirectional overrides, line separators) is written as a `\\u` escape, so the text is
+    still the same JSON value while an envelope holding a file's content cannot drive the terminal
+    it is printed on (ASK-13)."""
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n " else _json_escape(c) for c in text)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from ..textdata import printable
+from ..textdata import json_text, printable
 
 RUN_EXIT_HELP = (
     "exit codes: 0 finished, 1 failed (provider error, failed script expectations), 2 usage error, "
@@ -91,7 +91,7 @@ class JsonEvents:
         self._out = out
 
     def __call__(self, event: Any) -> None:
-        self._out.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+        self._out.write(json_text(event.to_dict(), default=str) + "\n")
         self._out.flush()
 
 
@@ -181,7 +181,7 @@ def cmd_sessions_show(args: argparse.Namespace) -> int:
         info = rec.session(args.session)
         history = rec.history(args.session)
     if args.json:
-        print(json.dumps({**info, "messages": history}, indent=2, ensure_ascii=False))
+        print(json_text({**info, "messages": history}, indent=2))
         return 0
     print(f"session {info['id']}  model {info['model'] or '-'}  workspace {info['workspace'] or '-'}")
     for run in info["runs"]:
@@ -213,7 +213,7 @@ def cmd_sessions_export(args: argparse.Namespace) -> int:
     try:
         with _open_recorder(args) as rec:
             for record in rec.export(args.session):
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                out.write(json_text(record) + "\n")
     finally:
         if out is not sys.stdout:
             out.close()

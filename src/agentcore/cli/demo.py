@@ -16,6 +16,8 @@ from typing import Any
 
 import anyio
 
+from ..textdata import json_text
+
 STEPS: list[tuple[str, str, dict[str, Any]]] = [
     ("read a source file", "read", {"path": "src/app.py"}),
     ("read .env (a manifest deny: pinned)", "read", {"path": ".env"}),
@@ -70,7 +72,7 @@ def run_demo(*, json_output: bool = False) -> int:
             meta = env["metadata"]
             if env["type"] == "output":
                 verdict = "OUTPUT"
-                detail = json.dumps(env["data"], ensure_ascii=False)
+                detail = json_text(env["data"])
                 if len(detail) > 110:
                     detail = detail[:107] + "..."
             else:

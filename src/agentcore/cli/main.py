@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
-from ..textdata import StructureError, key_path_text, loads_json
+from ..textdata import StructureError, json_text, key_path_text, loads_json
 
 
 class UsageError(Exception):
@@ -141,7 +141,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     _known_tool(engine, session, args.tool)
     try:
         envelope = anyio.run(engine.call, session, args.tool, call_args)
-        print(json.dumps(envelope.to_dict(), ensure_ascii=False))
+        print(json_text(envelope.to_dict()))
     finally:
         if not args.keep_session:
             session.close()
@@ -159,7 +159,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     finally:
         session.close()
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print(json_text(report, indent=2))
         return 0
     print(f"explain {args.tool} (nothing is executed)")
     for layer in report["layers"]:
