@@ -57,6 +57,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _written(path: Path) -> Callable[[], bool]:
+    """The server has created `path` and written into it: another process creates a file before it writes
+    (checking `exists` alone then reads it empty)."""
+    return lambda: path.exists() and path.stat().st_size > 0
+
+
 async def _until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
     with anyio.fail_after(timeout_s):
         while not condition():
@@ -207,7 +213,7 @@ async def test_a_hung_call_times_out_and_the_server_is_sent_the_cancel(tmp_path:
     with engine.open_session() as session:
         env = (await engine.call(session, "demo__hang", {"marker": str(marker)})).to_dict()
         assert env["metadata"]["error_code"] == "timeout" and "did not answer within 1.5 s" in env["error_text"]
-        await _until(marker.exists, "the server to record the cancellation")
+        await _until(_written(marker), "the server to record the cancellation")
         assert marker.read_text() == "cancelled"
         assert (await engine.call(session, "demo__echo", {"text": "still up"})).to_dict()["data"]["content"] == "still up"
 
@@ -231,7 +237,7 @@ async def test_an_abort_cancels_the_call_in_flight_and_the_server_hears_of_it(tm
             await _until(lambda: any(e.type == "stage_decided" and e.stage == "execution" for e in seen), "the call to start")
             session.abort()
         assert result["env"]["metadata"]["error_code"] == "aborted"
-        await _until(marker.exists, "the server to record the cancellation")
+        await _until(_written(marker), "the server to record the cancellation")
 
 
 async def test_closing_the_session_kills_the_servers_whole_process_group(tmp_path: Path) -> None:
@@ -254,7 +260,7 @@ async def test_servers_start_with_the_session_and_a_second_loop_starts_them_agai
     marker = out / "started"
     engine = _engine(tmp_path, {"demo": server(write=[f"{out}/**"], env={"DEMO_MARKER": str(marker)})})
     session = engine.open_session()  # opened inside the loop: the server starts now, before any call
-    await _until(marker.exists, "the server to start with the session")
+    await _until(_written(marker), "the server to start with the session")
     assert (await engine.call(session, "demo__echo", {"text": "1"})).type == "output"
     session.close()
     await session.stores.tool_source.aclose()
