@@ -104,3 +104,25 @@ def test_an_envrc_above_the_workspace_counts_and_directories_out_of_reach_do_not
     (tmp_path / ".envrc").write_text("PATH_add ws/tools\nPATH_add elsewhere\n")
     lines = _check(tmp_path, envrc="export PATH=/usr/local/bin:$PATH\n")
     assert len(lines) == 1 and "/ws/tools on PATH" in lines[0] and '"{workspace}/tools/**"' in lines[0], lines
+
+
+def test_manifest_check_warns_when_fs_write_reaches_the_home_directory(tmp_path: Path) -> None:
+    """Table 5 protects what shells, editors and tool managers load from the home directory only as far as it
+    lists them: a grant on the home directory (or above it) is named, one on a project inside it is not."""
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    env = {**os.environ, "HOME": str(home)}
+
+    def warnings(write: str) -> list[str]:
+        m = tmp_path / "m.yaml"
+        m.write_text(f'name: h\ntools: [write]\nrequires: {{fs: {{write: ["{write}"]}}}}\n')
+        done = subprocess.run([EXE, "manifest", "check", str(m), "--workspace", str(home / "project")],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return [line for line in done.stderr.splitlines() if "home directory" in line]
+
+    real = os.path.realpath(home)
+    for reaching in (f"{home}/**", f"{tmp_path}/**"):
+        [line] = warnings(reaching)
+        assert f"fs.write reaches your home directory ({real})" in line and "grant the directories the agent works in" in line
+    assert warnings("{workspace}/**") == []

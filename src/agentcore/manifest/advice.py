@@ -40,7 +40,22 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _runtime_in_reach(manifest)
     out += _environments_in_reach(manifest)
     out += _path_dirs_in_reach(manifest)
+    out += _home_in_reach(manifest, at)
     return out
+
+
+def _home_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
+    """`fs.write` on the home directory (or above it): what shells, editors and tool managers load from there
+    is protected only as far as Table 5 lists it, and new tools keep adding such files."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if home == "/" or not os.path.isdir(home):
+        return []
+    bases = {os.path.realpath(p.base) for p in manifest.effective.fs_write}
+    if not any(home == b or home.startswith(b.rstrip("/") + "/") for b in bases):
+        return []
+    return [f"{at('requires', 'fs', 'write')}: fs.write reaches your home directory ({home}): the files shells, editors "
+            "and tool managers load from it are protected only as far as SPEC Table 5 lists them; grant the directories "
+            "the agent works in instead"]
 
 
 def _path_dirs_in_reach(manifest: CompiledManifest) -> list[str]:
