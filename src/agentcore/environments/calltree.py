@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, PROTECTED_NAMES, PROTECTED_SUFFIXES, SITE_DIRS, layout_kind, startup_file
+from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, SITE_DIRS, layout_kind, name_reason, startup_file
 from ..timestamps import recent
 from .denies import WildcardDeny
 
@@ -274,7 +274,7 @@ def _protected_entry(full: str, name: str, is_dir: bool, startup: bool) -> list[
     """What of a writable entry must stay read-only because of its name (with a repository's key files)."""
     if name == ".git" and is_dir:
         return [full, os.path.join(full, "hooks"), os.path.join(full, "config"), os.path.join(full, "info", "attributes")]
-    if name in PROTECTED_NAMES or name in PROTECTED_DIRS or startup or name.endswith(PROTECTED_SUFFIXES):
+    if startup or name_reason(name) is not None:
         # At the top too: the policy no longer lists them there (the guard keeps them), and
         # a hard link to one must be known as a link to a protected file.
         return [full]

@@ -116,14 +116,7 @@ def _environments_in_reach(manifest: CompiledManifest) -> list[str]:
 
 
 def _enclosing_environment(path: str) -> str | None:
-    cur = path
-    while True:
-        if is_environment(cur):
-            return cur
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return None
-        cur = parent
+    return next((d for d in _self_and_ancestors(path) if is_environment(d)), None)
 
 
 def _children(directory: str) -> list[str]:
