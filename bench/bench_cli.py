@@ -6,10 +6,12 @@ the call, JSON out). Anchors, interleaved in the same run: `python -c pass`
 (interpreter floor) and `python -c "import <the modules the call needs>"`
 (import floor), so the ratio splits into "imports" and "our own work", and
 `python -c "import <the third-party packages the call needs>"` (dependency
-floor: pydantic, yaml, anyio with its asyncio backend, argparse), which no
+floor: yaml, anyio with its asyncio backend, argparse, wcmatch), which no
 change of ours can go below. jsonschema is not among them: a valid call is
 proven valid by `pipeline.fastschema` and never imports it (before that, its
-import cost the call 35-40 ms). Target (issue 14): start to envelope <= 150 ms. `--profile` prints the
+import cost the call 35-40 ms). Nor is pydantic: a canonical manifest is
+read by `manifest.spec` (before that, pydantic and the models cost the call
+70-80 ms). Target (issue 14): start to envelope <= 150 ms. `--profile` prints the
 slowest imports (`-X importtime`) to stderr.
 """
 
@@ -31,7 +33,7 @@ NAME = "cli"
 IMPORTS = (
     "import agentcore.cli.main, agentcore.api, agentcore.watchdog.default, agentcore.tools.read, anyio._backends._asyncio"
 )
-DEPENDENCIES = "import pydantic, yaml, anyio, argparse; from pydantic import BaseModel; import anyio._backends._asyncio"
+DEPENDENCIES = "import yaml, anyio, argparse, wcmatch.fnmatch, wcmatch.glob; import anyio._backends._asyncio"
 
 
 def _run(argv: list[str]) -> None:

@@ -70,6 +70,28 @@ def _fast_schema_checked_by_jsonschema() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _plain_manifest_reader_checked_by_pydantic() -> Iterator[None]:
+    """Every manifest and rules file the suite loads in-process without pydantic (manifest/spec.py) is
+    validated by the pydantic models too, and must mean the same: every fixture on top of the property tests."""
+    from agentcore.manifest import loader, schema
+
+    real = loader.read_spec
+
+    def checked(cls: Any, data: Any) -> Any:
+        got = real(cls, data)
+        if got is not None:
+            model = getattr(schema, cls.__name__)
+            assert got.as_dict() == model.model_validate(data).model_dump(), "spec.py and pydantic read a manifest differently"
+        return got
+
+    loader.read_spec = checked  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        loader.read_spec = real  # type: ignore[assignment]
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _own_temp_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Everything the engine puts in the temp directory during the run goes to a directory of the
     run's own (subprocesses included, through TMPDIR), and nothing may be left there at the end."""

@@ -346,7 +346,7 @@ def _all_fields(model: Any, path: str = "", seen: set[Any] | None = None) -> lis
 
 
 def test_every_manifest_key_is_documented_with_its_default() -> None:
-    from agentcore.api import ManifestSpec
+    from agentcore.manifest.schema import ManifestSpec  # the pydantic model: descriptions live there
 
     page = run("manifest", "reference").stdout
     undocumented = [key for key, field in _all_fields(ManifestSpec) if not field.description]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentcore.manifest.schema import ManifestSpec
+from agentcore.manifest.spec import ManifestSpec
 from agentcore.shell.parse import Redirect as Redir
 from agentcore.shell.parse import SimpleCommand
 from agentcore.watchdog import AllowAllWatchdog, Verdict, WatchdogCall

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 from .asking import (
     HEADLESS_ASK_TEXT,
@@ -54,8 +54,7 @@ from .manifest.compiled import compile_manifest as _compile_manifest
 from .manifest.compiled import load_manifest as _load_manifest
 from .manifest.compiled import load_project_rules as _load_project_rules
 from .manifest.loader import manifest_spec_from_dict, parse_document, read_manifest_spec
-from .manifest.schema import ManifestSpec
-from .mcp.config import McpServer, plan_servers
+from .manifest.spec import ManifestSpec
 from .pipeline.engine import Engine as _Engine
 from .pipeline.engine import SubagentRunner
 from .pipeline.events import (
@@ -125,12 +124,26 @@ __all__ = [
     "default_watchdog",
     "load_manifest",
     "load_project_rules",
+    "manifest_json_schema",
     "manifest_reference",
     "manifest_warnings",
     "parse_document",
     "read_manifest_spec",
     "available_skills",
 ]
+
+if TYPE_CHECKING:
+    from .mcp.config import McpServer
+
+
+def __getattr__(name: str) -> Any:
+    # `McpServer` is public, but only a host that passes servers needs its module (a command line saves 2 ms).
+    if name == "McpServer":
+        from .mcp.config import McpServer
+
+        return McpServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 
 # -- the tool catalogue ---------------------------------------------------------------
@@ -234,6 +247,16 @@ def manifest_reference() -> str:
     return reference_markdown()
 
 
+def manifest_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a manifest, from the pydantic models that validate it (for editors)."""
+    from .manifest.schema import ManifestSpec as ManifestModel
+
+    schema = ManifestModel.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "agentcore manifest"
+    return schema
+
+
 def manifest_warnings(manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> list[str]:
     """What in a valid manifest will not work as meant: a missing workspace, grants no enabled tool uses,
     named capabilities nothing uses, rules about tools that are not enabled ("file:line: key: message")."""
@@ -334,6 +357,7 @@ class Engine(_Engine):
         session = super().open_session(headless=headless, session_id=session_id, parent=parent, parent_call_id=parent_call_id,
                                        client_files=client_files)
         if parent is None and (self.manifest.mcp_servers or mcp_servers):
+            from .mcp.config import plan_servers
             from .mcp.hub import McpHub  # only sessions with servers import the hub and its transports
 
             hub = McpHub(self.manifest, plan_servers(self.manifest, mcp_servers), environment=self.environment_name,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
-import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +69,7 @@ class Session:
         sidecar_bytes: int | None = None,
         client_files: ClientFiles | None = None,
     ) -> None:
-        self.id = session_id or f"ses_{uuid.uuid4().hex[:16]}"
+        self.id = session_id or f"ses_{os.urandom(8).hex()}"
         # A front end's file text, for `read` after the pipeline allowed it; children do not inherit it.
         self.client_files = client_files
         self.workspace = workspace
@@ -194,6 +192,8 @@ class Session:
             try:
                 callback()
             except Exception:  # one failing callback must not keep the others (or the cleanup) from running
+                import logging  # only on this rare path: importing it costs a command line 2 ms
+
                 logging.getLogger("agentcore.session").exception("a session close callback failed")
         self._cleanup()
         self.sidecar_budget.close()

@@ -14,7 +14,6 @@ capped and raises `OutputCapped`, so the producer stops.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import IO, Iterator, Sequence, TypeVar
 
@@ -32,7 +31,7 @@ def _slices(items: Sequence[_T]) -> Iterator[Sequence[_T]]:
 
 def _new_sidecar(directory: Path, tool: str) -> tuple[Path, IO[bytes]]:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = directory / f"{tool}-output-{secrets.token_hex(6)}.txt"
+    path = directory / f"{tool}-output-{os.urandom(6).hex()}.txt"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     return path, os.fdopen(fd, "wb", buffering=1 << 20)
 

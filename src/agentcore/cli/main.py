@@ -222,12 +222,9 @@ def _param_words(schema: dict[str, Any]) -> list[str]:
 
 
 def cmd_manifest_schema(args: argparse.Namespace) -> int:
-    from ..api import ManifestSpec
+    from ..api import manifest_json_schema
 
-    schema = ManifestSpec.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "agentcore manifest"
-    print(json.dumps(schema, indent=2))
+    print(json.dumps(manifest_json_schema(), indent=2))
     return 0
 
 

@@ -3,7 +3,7 @@
 from .catalog import ToolCatalog, ToolDeclaration
 from .compiled import CompiledManifest, EffectiveCapabilities, compile_manifest, load_manifest, load_project_rules
 from .loader import read_manifest_spec, read_rules_spec
-from .schema import ManifestSpec, RequiresSpec, RuleSpec
+from .spec import ManifestSpec, RequiresSpec, RuleSpec
 
 __all__ = [
     "CompiledManifest",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .schema import ManifestSpec, RequiresSpec
+from .spec import ManifestSpec, RequiresSpec
 
 
 class ToolDeclaration(Protocol):

@@ -19,7 +19,7 @@ from ..variables import Bindings, expand, variables_in
 from ..vocabulary import LOCKED_IDS, WATCHDOG_CATEGORIES, unknown_categories
 from .catalog import ToolCatalog
 from .loader import read_manifest_spec, read_rules_spec
-from .schema import ManifestSpec, McpServerSpec, RequiresSpec
+from .spec import ManifestSpec, McpServerSpec, RequiresSpec
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern
@@ -148,7 +148,7 @@ def _compile_hosts(hosts: Iterable[str], bindings: Bindings, at: Locate) -> list
 def _compile_shell(req: RequiresSpec, at: Locate) -> list[ShellRequirement]:
     out: list[ShellRequirement] = []
     for i, s in enumerate(req.shell):
-        args = None if s.args is None else [a if isinstance(a, str) else a.model_dump() for a in s.args]
+        args = None if s.args is None else [a if isinstance(a, str) else a.as_dict() for a in s.args]
         try:
             out.append(compile_shell_requirement(s.cmd, args))
         except ValueError as exc:
@@ -380,7 +380,7 @@ def compile_manifest(
         bindings=bindings,
         effective=effective,
         rules=compiled_rules,
-        limits=Limits().merged(spec.limits.model_dump()),
+        limits=Limits().merged(spec.limits.as_dict()),
         environment=spec.environment,
         agents=agents,
         skill_dirs=_skill_dirs(spec, bindings, at),

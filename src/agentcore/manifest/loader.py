@@ -1,4 +1,9 @@
-"""Loading manifest and rules files with errors that point at file:line: key."""
+"""Loading manifest and rules files with errors that point at file:line: key.
+
+A document in canonical form is read by `spec.py` alone; anything else goes
+to the pydantic models in `schema.py`, which reject it with messages that
+point, or coerce it (then their dump is read by `spec.py` as well).
+"""
 
 from __future__ import annotations
 
@@ -6,17 +11,21 @@ import copy
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from ..errors import ManifestError
 from ..textdata import MAX_DEPTH, KeyPath, LineIndex, StructureError, did_you_mean, key_path_text, line_of, load_json, too_deep
-from .schema import ManifestSpec, RulesFileSpec
+from .spec import ManifestSpec, RulesFileSpec, read_spec
 from .strict_yaml import load_yaml
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+    from .spec import _Located
+
+M = TypeVar("M", bound="_Located")
 
 
 def _parse(text: str, path: Path) -> tuple[Any, LineIndex]:
@@ -47,26 +56,45 @@ def parse_document(text: str, path: Path) -> Any:
     return _parse(text, path)[0]
 
 
-def _validate(model: type[M], data: Any, path: Path, lines: LineIndex) -> M:
+def _validate(cls: type[M], data: Any, path: Path, lines: LineIndex) -> M:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ManifestError("the top level must be a mapping", location=f"{path}:1")
     if too_deep(data):  # an in-memory manifest: the text parsers have already checked theirs
         raise ManifestError(f"(top level): nested more than {MAX_DEPTH} levels deep", location=str(path))
-    try:
-        spec = model.model_validate(data)
-    except ValidationError as exc:
-        problems = sorted(_problems(model, data, exc), key=lambda kv: line_of(lines, kv[0]))
-        located = [(f"{path}:{line_of(lines, key)}: {key_path_text(key)}", msg) for key, msg in problems]
-        shown = located[:MAX_SHOWN]
-        also = tuple(f"{where}: {msg}" for where, msg in shown[1:])
-        if len(located) > MAX_SHOWN:
-            also += (f"{path}: ... and {len(located) - MAX_SHOWN} more",)
-        raise ManifestError(shown[0][1], location=shown[0][0], also=also) from None
-    spec._lines = dict(lines)  # so that compile errors can point at a line too
-    spec._file = str(path)
+    spec = read_spec(cls, data)
+    if spec is None:
+        spec = _by_model(cls, data, path, lines)
+    spec.located(lines, str(path))  # so that compile errors can point at a line too
     return spec
+
+
+def _by_model(cls: type[M], data: Any, path: Path, lines: LineIndex) -> M:
+    """What pydantic makes of a document the plain reader declined: its errors, or its coerced values."""
+    from pydantic import ValidationError
+
+    from . import schema
+
+    model: type[BaseModel] = getattr(schema, cls.__name__)
+    try:
+        valid = model.model_validate(data)
+    except ValidationError as exc:
+        _raise_problems(model, data, exc, path, lines)
+    spec = read_spec(cls, valid.model_dump())
+    if spec is None:  # the two readers disagree: a bug of ours, and never a reason to accept
+        raise ManifestError(f"internal error: {cls.__name__} validated but cannot be read", location=str(path))
+    return spec
+
+
+def _raise_problems(model: type[BaseModel], data: Any, exc: ValidationError, path: Path, lines: LineIndex) -> NoReturn:
+    problems = sorted(_problems(model, data, exc), key=lambda kv: line_of(lines, kv[0]))
+    located = [(f"{path}:{line_of(lines, key)}: {key_path_text(key)}", msg) for key, msg in problems]
+    shown = located[:MAX_SHOWN]
+    also = tuple(f"{where}: {msg}" for where, msg in shown[1:])
+    if len(located) > MAX_SHOWN:
+        also += (f"{path}: ... and {len(located) - MAX_SHOWN} more",)
+    raise ManifestError(shown[0][1], location=shown[0][0], also=also) from None
 
 
 MAX_SHOWN = 10  # problems listed at once; the rest are counted
@@ -112,6 +140,8 @@ def _document_path(data: Any, loc: KeyPath, missing: bool) -> KeyPath:
 
 def _model_at(model: type[BaseModel], key: KeyPath) -> type[BaseModel] | None:
     """The model that validates the mapping at `key`, following fields, list items and dict values."""
+    from pydantic import BaseModel
+
     current: Any = model
     for part in key:
         current = _without_none(current)

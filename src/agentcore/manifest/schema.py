@@ -1,11 +1,20 @@
-"""Pydantic models of the manifest and rules files, as authors write them."""
+"""Pydantic models of the manifest and rules files, as authors write them.
+
+They are the authority on what a manifest may say: error messages, the JSON
+Schema and the reference page come from them. The engine holds the values
+as the plain classes of the same names in `spec.py`; the loader asks these
+models only about a document that is not already in canonical form.
+"""
 
 from __future__ import annotations
 
-import re
 from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .spec import ENV_NAME, MCP_SERVER_NAME, MCP_SERVER_NAME_MAX, mcp_server_name_ok, mcp_shape_problem, one_word
+
+__all__ = ["MCP_SERVER_NAME", "MCP_SERVER_NAME_MAX"]  # re-exported: names.py and older callers import them here
 
 
 class _Strict(BaseModel):
@@ -59,7 +68,7 @@ class ShellSpec(_Strict):
     @field_validator("cmd")
     @classmethod
     def _no_space(cls, v: str) -> str:
-        if any(c.isspace() for c in v):
+        if not one_word(v):
             raise ValueError("cmd is one executable name; put arguments in args")
         return v
 
@@ -220,12 +229,6 @@ class ModelSpec(_Strict):
                                        description="The model's context window in tokens, for editors that show how full it is.")
 
 
-# An MCP server's name: its tools become `<name>__<tool>` (MCP-2). No `__` inside and no
-# `_` at either end, so the server part of an id is unambiguous.
-MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
-MCP_SERVER_NAME_MAX = 32
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 class FromEnv(_Strict):
@@ -236,17 +239,12 @@ class FromEnv(_Strict):
     @field_validator("from_env")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _ENV_NAME.fullmatch(v):
+        if not ENV_NAME.fullmatch(v):
             raise ValueError("from_env names an environment variable ([A-Za-z_][A-Za-z0-9_]*)")
         return v
 
 
 SecretValue = Union[FromEnv, str]  # FromEnv first: a bad {from_env} reports its own error
-
-
-def _check_value(v: SecretValue) -> None:
-    if isinstance(v, str) and any(c in v for c in "\0\r\n"):
-        raise ValueError("a value may not contain NUL, CR or LF")
 
 
 class McpServerSpec(_Strict):
@@ -280,26 +278,9 @@ class McpServerSpec(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> "McpServerSpec":
-        if (self.command is None) == (self.url is None):
-            raise ValueError("an MCP server has exactly one of command (stdio) or url (http, sse)")
-        if self.command is not None and self.transport not in (None, "stdio"):
-            raise ValueError("a server with a command uses the stdio transport")
-        if self.url is not None and self.transport == "stdio":
-            raise ValueError("a server with a url uses the http or sse transport")
-        if self.command is None and (self.args or self.env):
-            raise ValueError("args and env belong to a stdio server (command)")
-        if self.url is None and self.headers:
-            raise ValueError("headers belong to a remote server (url)")
-        if any(c in arg for arg in [self.command or "", *self.args] for c in "\0"):
-            raise ValueError("command and args may not contain NUL")
-        for name, value in self.env.items():
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError("env names are [A-Za-z_][A-Za-z0-9_]*")
-            _check_value(value)
-        for name, value in self.headers.items():
-            if not _HEADER_NAME.fullmatch(name):
-                raise ValueError("a header name is not an HTTP token")
-            _check_value(value)
+        problem = mcp_shape_problem(self.command, self.args, self.env, self.url, self.transport, self.headers)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -359,7 +340,7 @@ class ManifestSpec(_Strict):
     @classmethod
     def _server_names(cls, v: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
         for name in v:
-            if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(name):
+            if not mcp_server_name_ok(name):
                 raise ValueError(
                     f"MCP server name {name!r} must be 1-{MCP_SERVER_NAME_MAX} letters and digits, "
                     "single '-' or '_' between them"

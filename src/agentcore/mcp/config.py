@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ..manifest.schema import FromEnv, McpServerSpec
+from ..manifest.spec import FromEnv, McpServerSpec
 from .names import NameProblem, check_server_name
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..manifest.schema import MCP_SERVER_NAME, MCP_SERVER_NAME_MAX
+from ..manifest.spec import MCP_SERVER_NAME, MCP_SERVER_NAME_MAX
 
 SEPARATOR = "__"
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

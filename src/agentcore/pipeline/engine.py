@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
-import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -48,8 +47,6 @@ from .schema import validate_args
 if TYPE_CHECKING:
     from ..environments.base import Environment, SandboxPolicy
     from ..tools.source import SessionTool
-
-_log = logging.getLogger("agentcore.events")
 
 SubagentRunner = Callable[["Engine", Session, str, str], Awaitable[str]]
 """The host's agent loop for `task`: async (child_engine, child_session, prompt, description) -> final text."""
@@ -689,7 +686,9 @@ class Engine:
                 if inspect.isawaitable(result):
                     await result
             except Exception:  # an observer never changes what a call does
-                _log.exception("event observer failed on %s", event.type)
+                import logging  # only on this rare path: importing it costs a command line 2 ms
+
+                logging.getLogger("agentcore.events").exception("event observer failed on %s", event.type)
 
 
 def _session_tool(session: Session, tool_id: str) -> "SessionTool | None":

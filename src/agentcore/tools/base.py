@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from ..access import Access, FsAccess
-from ..manifest.schema import ManifestSpec, RequiresSpec
+from ..manifest.spec import ManifestSpec, RequiresSpec
 from ..vocabulary import ACP_KINDS, AcpKind
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ import yaml
 from agentcore.patterns.globtext import glob_escape
 
 from ..errors import Refusal, ToolFailure
-from ..manifest.schema import FsSpec, ManifestSpec, RequiresSpec
+from ..manifest.spec import FsSpec, ManifestSpec, RequiresSpec
 from ..manifest.strict_yaml import load_yaml
 from ..paths import PathRefused, canonicalize
 from ..textdata import StructureError

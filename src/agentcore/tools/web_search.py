@@ -47,7 +47,7 @@ import anyio
 
 from ..access import Access, NetAccess
 from ..errors import CompileError, ToolFailure
-from ..manifest.schema import ManifestSpec, NetSpec, RequiresSpec
+from ..manifest.spec import ManifestSpec, NetSpec, RequiresSpec
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 

@@ -8,7 +8,6 @@ from typing import Any, Iterable
 from ...vocabulary import INTERNAL_CATEGORY, unknown_categories
 from ...vocabulary import WATCHDOG_CATEGORIES as CATEGORIES
 from ...watchdog import OPEN_SCREEN, AllowAllWatchdog, ReadScreen, Verdict, Watchdog, WatchdogCall
-from .dispatch import _review_command
 from .paths import _Ctx, _Finding, _norm
 from .secrets import _is_secret, secret_markers
 
@@ -76,6 +75,8 @@ class DefaultWatchdog:
                     ctx.add("secrets", "ask", "the call touches a secret file")
                     break
         if call.tool == "bash":
+            from .dispatch import _review_command  # the program tables: 4 ms a command line that runs no shell need not pay
+
             commands = call.commands or _parse_fallback(call.args)
             if commands is None:
                 return Verdict("deny", "watchdog: the shell command could not be analysed", INTERNAL_CATEGORY)
