@@ -206,3 +206,14 @@ def test_a_bad_constructor_value_is_named_by_its_key_never_shown() -> None:
         spec.ShellSpec(cmd="rm -rf /secret")
     with pytest.raises(ValueError):
         spec.McpServerSpec(command="x", url="http://h")  # one of command or url
+
+
+def test_compile_manifest_takes_the_plain_value_a_mapping_or_the_pydantic_model(tmp_path: Path) -> None:
+    from agentcore.api import compile_manifest
+
+    doc = {"name": "m", "tools": ["read"], "limits": {"read_bytes": 100}}
+    for given_spec in (doc, manifest_spec_from_dict(doc), schema.ManifestSpec.model_validate(doc)):
+        compiled = compile_manifest(given_spec, workspace=tmp_path)
+        assert compiled.limits.read_bytes == 100 and compiled.tools == ("read",)
+    with pytest.raises(TypeError):
+        compile_manifest(["name", "m"], workspace=tmp_path)  # type: ignore[arg-type]

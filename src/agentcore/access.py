@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Union
 
+from .lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
+
 
 @dataclass(frozen=True)
 class FsAccess:
@@ -18,13 +20,13 @@ class FsAccess:
     tree: bool = False              # a search root (glob/grep): results are filtered by scope one by one
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class NetAccess:
     arg: str
     url: str
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class ShellAccess:
     arg: str
     command: str

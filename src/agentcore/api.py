@@ -228,9 +228,16 @@ def compile_manifest(
     source: Path | None = None,
     **kwargs: Any,
 ) -> CompiledManifest:
-    """Compile a manifest given as a `ManifestSpec` or a plain dict (validated like a file)."""
+    """Compile a manifest given as a `ManifestSpec` or a plain dict (validated like a file).
+
+    A pydantic model of the manifest (`agentcore.manifest.schema.ManifestSpec`) is taken as its dump.
+    """
+    if not isinstance(spec, (dict, ManifestSpec)) and callable(getattr(spec, "model_dump", None)):
+        spec = spec.model_dump()
     if isinstance(spec, dict):
         spec = manifest_spec_from_dict(spec)
+    if not isinstance(spec, ManifestSpec):
+        raise TypeError("compile_manifest takes a ManifestSpec or a mapping")
     return _compile_manifest(
         spec,
         workspace=Path(workspace) if workspace is not None else None,

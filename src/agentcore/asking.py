@@ -8,11 +8,12 @@ the pipeline as exact session rules, never wider than what was approved.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, Sequence
 
 import anyio
 
+from .lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
 from .rules.evaluator import Subject
 from .textdata import printable
 
@@ -22,7 +23,7 @@ HEADLESS_QUESTION_TEXT = "question is unavailable in a headless run; continue wi
 Choice = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancelled"]
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class AskRequest:
     session_id: str
     call_id: str

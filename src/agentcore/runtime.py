@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 
 from .errors import Refusal, ToolFailure
+from .lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
 from .paths import PathRefused, canonicalize, is_within, open_nofollow
 from .patterns.globtext import glob_unescape, has_wildcard
 from .protected import write_protection
@@ -141,7 +142,7 @@ def _marked(names: Sequence[_N], markers: tuple[str, ...]) -> list[int]:
     return sorted({bisect.bisect_left(seps, at) for at in hits})
 
 
-@dataclass
+@lazy_dataclass
 class SearchScope:
     """Which results of one search are shown, and how many were withheld (PERM-14, FILE-13).
 

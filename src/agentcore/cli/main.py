@@ -241,18 +241,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(json_output=args.json)
 
 
-_CORE_COMMANDS = frozenset({"manifest", "tools", "call", "explain", "demo"})
-
-
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    from .. import __version__
-
-    p = argparse.ArgumentParser(prog="agentcore", description="Reference engine for the locked agent tool set.",
-                                epilog="exit codes: 0 ok, 2 usage error, 70 internal error, 130 interrupted, 141 output closed")
-    p.add_argument("--version", action="version", version=f"agentcore {__version__}")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_manifest(sub: Any) -> None:
     man = sub.add_parser("manifest", help="check a manifest, or print the manifest JSON Schema")
     msub = man.add_subparsers(dest="manifest_command", required=True, metavar="SUBCOMMAND")
     chk = msub.add_parser("check", help="validate a manifest and print its effective capability set")
@@ -266,34 +255,58 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     ref = msub.add_parser("reference", help="print the manifest reference (every key, its default and an example) as Markdown")
     ref.set_defaults(func=cmd_manifest_reference)
 
+
+def _add_tools(sub: Any) -> None:
     tools = sub.add_parser("tools", help="every available tool with its kind, description and parameters")
     tools.add_argument("--json", action="store_true", help="print the full parameter schemas as JSON")
     tools.set_defaults(func=cmd_tools)
 
-    def call_like(name: str, help_text: str) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_text)
-        c.add_argument("--manifest", required=True, help="the agent's manifest (YAML or JSON)")
-        c.add_argument("--workspace", required=True, help="the workspace directory")
-        c.add_argument("--project-rules", help="a project rules file (`rules: [...]`; cannot override manifest denies)")
-        c.add_argument("--headless", action="store_true", help="no human: every ask is denied")
-        c.add_argument("--env", choices=["bwrap", "none"], help="execution environment (default: the manifest's, bwrap)")
-        c.add_argument("tool", help="the tool id (see `agentcore tools`)")
-        c.add_argument("args_json", metavar="ARGS_JSON", help="the arguments as JSON, @FILE to read them from a file, or - for stdin")
-        return c
 
-    call = call_like("call", "run one tool call through the whole pipeline; prints the envelope")
+def _call_like(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    c = sub.add_parser(name, help=help_text)
+    c.add_argument("--manifest", required=True, help="the agent's manifest (YAML or JSON)")
+    c.add_argument("--workspace", required=True, help="the workspace directory")
+    c.add_argument("--project-rules", help="a project rules file (`rules: [...]`; cannot override manifest denies)")
+    c.add_argument("--headless", action="store_true", help="no human: every ask is denied")
+    c.add_argument("--env", choices=["bwrap", "none"], help="execution environment (default: the manifest's, bwrap)")
+    c.add_argument("tool", help="the tool id (see `agentcore tools`)")
+    c.add_argument("args_json", metavar="ARGS_JSON", help="the arguments as JSON, @FILE to read them from a file, or - for stdin")
+    return c
+
+
+def _add_call(sub: Any) -> None:
+    call = _call_like(sub, "call", "run one tool call through the whole pipeline; prints the envelope")
     call.add_argument("--keep-session", action="store_true", help="keep the session directory (sidecars) after the call")
     call.set_defaults(func=cmd_call)
-    exp = call_like("explain", "show each layer's decision for a call without executing it")
+
+
+def _add_explain(sub: Any) -> None:
+    exp = _call_like(sub, "explain", "show each layer's decision for a call without executing it")
     exp.add_argument("--json", action="store_true", help="print each layer's decision as JSON")
     exp.set_defaults(func=cmd_explain)
 
+
+def _add_demo(sub: Any) -> None:
     demo = sub.add_parser("demo", help="run a tour of the pipeline on an embedded manifest in a temporary workspace")
     demo.add_argument("--json", action="store_true", help="print every step's envelope as JSON")
     demo.set_defaults(func=cmd_demo)
 
-    if only in _CORE_COMMANDS:
-        return p  # the other commands' parsers import their modules: a one-shot `call` skips them
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    from .. import __version__
+
+    p = argparse.ArgumentParser(prog="agentcore", description="Reference engine for the locked agent tool set.",
+                                epilog="exit codes: 0 ok, 2 usage error, 70 internal error, 130 interrupted, 141 output closed")
+    p.add_argument("--version", action="version", version=f"agentcore {__version__}")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    builders = {"manifest": _add_manifest, "tools": _add_tools, "call": _add_call, "explain": _add_explain, "demo": _add_demo}
+    if only in builders:
+        builders[only](sub)  # the one command parsed: a one-shot `call` builds no other parser (3 ms of its start)
+        return p
+    for add in builders.values():
+        add(sub)
 
     from .acp_cmd import add_subcommand as add_acp_command
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Sequence
 
 from ..errors import CompileError, ManifestError
+from ..lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
 from ..limits import Limits
 from ..patterns.path import PathPattern, compile_path_pattern
 from ..patterns.shell import ShellRequirement, compile_shell_requirement
@@ -53,7 +54,7 @@ class EffectiveCapabilities:
         }
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class CompiledMcpServer:
     """An MCP server the manifest declares: its spec and what its process may touch (MCP-4).
 
@@ -128,7 +129,9 @@ def _compile_paths(patterns: Iterable[str], bindings: Bindings, at: Locate, key:
     return out
 
 
-def _compile_hosts(hosts: Iterable[str], bindings: Bindings, at: Locate) -> list["HostPattern"]:
+def _compile_hosts(hosts: Sequence[str], bindings: Bindings, at: Locate) -> list["HostPattern"]:
+    if not hosts:
+        return []  # without importing the host module (2 ms of a command line's start)
     from ..net.hosts import compile_host_pattern
 
     out: list[HostPattern] = []

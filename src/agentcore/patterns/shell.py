@@ -8,11 +8,12 @@ arguments; a requirement without `args` allows the bare command only.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from typing import Literal, Sequence
 
+from ..lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
 
-@dataclass(frozen=True)
+
+@lazy_dataclass(frozen=True)
 class ArgPattern:
     kind: Literal["exact", "wildcard", "prefix"]
     value: str = ""
@@ -33,7 +34,7 @@ class ArgPattern:
         return "<one arg>"
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class ShellRequirement:
     cmd: str
     args: tuple[ArgPattern, ...]

@@ -16,11 +16,11 @@ With no observer, the pipeline builds no event at all.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, ClassVar, Union
 
 from ..asking import AskRequest, Choice
 from ..envelope import Envelope
+from ..lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
 from ..tools.base import Location
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class Event:
     """Common to every event: which session and call it belongs to."""
 
@@ -73,7 +73,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class CallStarted(Event):
     """The model asked for a call; nothing has been decided yet."""
 
@@ -85,7 +85,7 @@ class CallStarted(Event):
     raw_input: Any = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class StageDecided(Event):
     """One stage's decision: `allow`, `deny`, `ask` or `skipped` (with the refusal code on a deny)."""
 
@@ -96,7 +96,7 @@ class StageDecided(Event):
     reason: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class AskRaised(Event):
     """The call needs an answer; the request goes to the broker next."""
 
@@ -104,7 +104,7 @@ class AskRaised(Event):
     request: AskRequest
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class AskAnswered(Event):
     """The answer, and who gave it: the broker's name, or `headless` when no human could be asked."""
 
@@ -113,7 +113,7 @@ class AskAnswered(Event):
     answered_by: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class OutputChunk(Event):
     """Part of a running tool's output (`stream="output"`) or a progress note (`"progress"`)."""
 
@@ -122,7 +122,7 @@ class OutputChunk(Event):
     text: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@lazy_dataclass(frozen=True, kw_only=True)
 class CallFinished(Event):
     """The call's one envelope (with its front-end hints, such as a write's diff, under `ui`)."""
 

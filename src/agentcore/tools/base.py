@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from ..access import Access, FsAccess
+from ..lazydc import lazy_dataclass  # made on first use: every call imports this module, few make these
 from ..manifest.spec import ManifestSpec, RequiresSpec
 from ..vocabulary import ACP_KINDS, AcpKind
 
@@ -36,7 +37,7 @@ class ToolResult:
     ui: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class Location:
     """A place a call touches, for front ends that follow along (ACP `locations`)."""
 
