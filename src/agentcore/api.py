@@ -48,7 +48,6 @@ from .asking import (
 )
 from .envelope import Envelope
 from .errors import CompileError, ManifestError, RegistryError
-from .manifest.advice import manifest_warnings as _manifest_warnings
 from .manifest.compiled import CompiledManifest
 from .manifest.compiled import compile_manifest as _compile_manifest
 from .manifest.compiled import load_manifest as _load_manifest
@@ -267,7 +266,9 @@ def manifest_json_schema() -> dict[str, Any]:
 def manifest_warnings(manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> list[str]:
     """What in a valid manifest will not work as meant: a missing workspace, grants no enabled tool uses,
     named capabilities nothing uses, rules about tools that are not enabled ("file:line: key: message")."""
-    return _manifest_warnings(manifest, catalog or default_catalog())
+    from .manifest.advice import manifest_warnings  # only `manifest check` asks: a call does not import it
+
+    return manifest_warnings(manifest, catalog or default_catalog())
 
 
 def load_project_rules(path: str | Path, manifest: CompiledManifest, *, catalog: ToolRegistry | None = None) -> tuple[CompiledRule, ...]:
