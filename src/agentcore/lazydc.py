@@ -36,9 +36,10 @@ def materialize(cls: type) -> None:
             params = klass.__dict__.get(_PENDING)
             if params is None:
                 continue
-            for name in (_PENDING, "__init_subclass__"):
-                delattr(klass, name)
             dataclasses.dataclass(klass, **params)
+            # The marker goes last: another thread that no longer sees it may use the class at once.
+            for name in ("__init_subclass__", _PENDING):
+                delattr(klass, name)
 
 
 def _pending_new(klass: type, *args: Any, **kwargs: Any) -> Any:
