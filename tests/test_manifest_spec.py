@@ -83,7 +83,7 @@ def _typed(annotation: Any, right: int) -> st.SearchStrategy[Any]:
     if annotation is int:
         return st.integers(-1, 2**60)
     if annotation is float:
-        return st.one_of(st.floats(-1, 5000), st.integers(-1, 5000), st.just(2**60))
+        return st.one_of(st.floats(-1, 5000), st.integers(-1, 5000), st.sampled_from([2**60, float("inf"), float("nan")]))
     return _TEXT
 
 
@@ -176,6 +176,15 @@ def test_coerced_values_are_read_as_pydantic_reads_them(tmp_path: Path) -> None:
     got = read_manifest_spec(m)
     assert got.limits.read_bytes == 1000 and got.limits.bash_timeout_s == 5.0 and type(got.limits.bash_timeout_s) is float
     assert got.watchdog.enabled is True
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_an_unbounded_number_is_an_error_that_points(tmp_path: Path, value: str) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text(f"name: b\nlimits:\n  bash_timeout_s: {value}\n")
+    with pytest.raises(ManifestError) as exc:
+        read_manifest_spec(m)
+    assert ":3: limits.bash_timeout_s" in str(exc.value) and "finite" in str(exc.value)
 
 
 def test_errors_still_come_from_the_models(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ __all__ = ["MCP_SERVER_NAME", "MCP_SERVER_NAME_MAX"]  # re-exported: names.py an
 
 
 class _Strict(BaseModel):
-    # Unknown keys are errors: a misspelt `requries:` must not silently grant nothing.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Unknown keys are errors: a misspelt `requries:` must not silently grant nothing. An infinite
+    # timeout or limit (YAML's `.inf`) is an error too: every call has a bound.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WildcardArg(_Strict):
