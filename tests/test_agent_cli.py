@@ -259,3 +259,15 @@ def test_the_example_tour_runs_offline(tmp_path: Path) -> None:
     assert "refused by ask (headless, asked by permission)" in done.stderr
     assert (ws / "notes" / "todo-summary.md").read_text().startswith("# Open TODOs")
     assert "example-not-a-real-token" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--timeout", "nan"), ("--timeout", "-1"), ("--timeout", "inf"), ("--timeout", "soon"),
+                                             ("--max-turn-requests", "0"), ("--token-budget", "-5")])
+def test_run_refuses_a_bound_that_bounds_nothing(flag: str, value: str, tmp_path: Path) -> None:
+    """`--timeout nan` was an internal error, `-1` a run that timed out at once, `--max-turn-requests 0` ignored."""
+    examples = ROOT / "examples"
+    proc = run(["run", "--manifest", str(examples / "manifest.yaml"), "--workspace", str(tmp_path), "--model",
+                f"script:{examples / 'scripts' / 'tour.yaml'}", "--db", str(tmp_path / "s.db"), flag, value, "hi"], cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"argument {flag}:" in proc.stderr and value not in proc.stderr.split(f"argument {flag}:")[1]
+    assert not (tmp_path / "s.db").exists()

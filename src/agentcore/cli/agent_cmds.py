@@ -22,6 +22,28 @@ RUN_EXIT_HELP = (
 )
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above zero (`nan`, `inf` and `-1` are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number of seconds") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError("must be a finite number of seconds above 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """--model / --base-url / --api-key-env, as `run`, `batch` and `acp` all take them."""
     p.add_argument("--model", metavar="PROVIDER:NAME",
@@ -260,9 +282,9 @@ def add_subcommands(sub: Any) -> None:
     run.add_argument("--no-record", action="store_true", help="do not record the session")
     run.add_argument("--session", metavar="ID", help="continue a recorded session (its history and remembered answers)")
     run.add_argument("--events", choices=["jsonl"], help="stream every event as JSON lines on stdout (the answer is in run_finished)")
-    run.add_argument("--timeout", type=float, metavar="SECONDS", help="stop the run after this long (exit code 4)")
-    run.add_argument("--max-turn-requests", type=int, metavar="N", help="model requests per prompt before the run stops (exit code 3)")
-    run.add_argument("--token-budget", type=int, metavar="N", help="stop once the run has used this many tokens (exit code 7)")
+    run.add_argument("--timeout", type=positive_seconds, metavar="SECONDS", help="stop the run after this long (exit code 4)")
+    run.add_argument("--max-turn-requests", type=positive_int, metavar="N", help="model requests per prompt before the run stops (exit code 3)")
+    run.add_argument("--token-budget", type=positive_int, metavar="N", help="stop once the run has used this many tokens (exit code 7)")
     run.add_argument("prompt", help="what the agent should do")
     run.set_defaults(func=cmd_run)
 
