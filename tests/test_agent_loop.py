@@ -373,3 +373,16 @@ async def test_a_run_stopped_by_its_cap_keeps_that_reason_and_reports_the_unchec
         with engine.open_session() as session:
             failed = await loop.run(session, "go")
     assert failed.stop_reason == "failed" and failed.problems
+
+
+@pytest.mark.parametrize(("after", "expected"), [(float("nan"), None), (float("inf"), "max"), (-3.0, 0.0), (2.0, 2.0)])
+def test_a_retry_after_outside_the_usual_is_bounded(after: float, expected: object) -> None:
+    from agentcore.agent.loop import RetryPolicy
+
+    policy = RetryPolicy()
+    delay = policy.delay(1, after)
+    assert 0.0 <= delay <= policy.max_s
+    if expected == "max":
+        assert delay == policy.max_s
+    elif expected is not None:
+        assert delay == expected

@@ -54,8 +54,8 @@ class RetryPolicy:
     max_s: float = 30.0
 
     def delay(self, attempt: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(retry_after_s, self.max_s)
+        if retry_after_s is not None and retry_after_s == retry_after_s:  # NaN (a server's or a script's) is ignored
+            return min(max(retry_after_s, 0.0), self.max_s)
         return min(self.base_s * 2 ** (attempt - 1), self.max_s) * (0.5 + random.random() / 2)
 
 
