@@ -62,11 +62,9 @@ def _fast_schema_checked_by_jsonschema() -> Iterator[None]:
             assert validator.is_valid(value), f"fastschema proved arguments jsonschema rejects: {value!r}"
         return proven
 
-    schema.proven_valid = checked  # type: ignore[assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema, "proven_valid", checked)
         yield
-    finally:
-        schema.proven_valid = real  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -84,11 +82,9 @@ def _plain_manifest_reader_checked_by_pydantic() -> Iterator[None]:
             assert got.as_dict() == model.model_validate(data).model_dump(), "spec.py and pydantic read a manifest differently"
         return got
 
-    loader.read_spec = checked  # type: ignore[assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loader, "read_spec", checked)
         yield
-    finally:
-        loader.read_spec = real  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="session", autouse=True)

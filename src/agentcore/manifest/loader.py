@@ -192,14 +192,14 @@ def _present(data: Any, key: KeyPath, name: str) -> bool:
     return isinstance(node, dict) and name in node
 
 
-def _read(model: type[M], path: Path, what: str) -> M:
+def _read(cls: type[M], path: Path, what: str) -> M:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"cannot read {what}: {exc}", location=str(path)) from None
     data, lines = _parse(text, path)
-    return _validate(model, data, path, lines)
+    return _validate(cls, data, path, lines)
 
 
 def read_manifest_spec(path: Path) -> ManifestSpec:

@@ -12,9 +12,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .spec import ENV_NAME, MCP_SERVER_NAME, MCP_SERVER_NAME_MAX, mcp_server_name_ok, mcp_shape_problem, one_word
-
-__all__ = ["MCP_SERVER_NAME", "MCP_SERVER_NAME_MAX"]  # re-exported: names.py and older callers import them here
+from .spec import ENV_NAME, MCP_SERVER_NAME_MAX, mcp_server_name_ok, mcp_shape_problem, one_word
 
 
 class _Strict(BaseModel):
