@@ -547,6 +547,30 @@ class LastWinsKeys(AgentcoreHarness):
         return json.dumps(data, default=str), "json"
 
 
+class UnboundedNumbers(AgentcoreHarness):
+    """Manifest files may give a limit or timeout as YAML's `.inf`: read as the largest number there is (REQ-14)."""
+
+    def manifest_file(self, text: str, fmt: str) -> tuple[str, str]:
+        import math
+
+        import yaml
+
+        def finite(value: Any) -> Any:
+            if isinstance(value, float) and not math.isfinite(value):
+                return 1e300  # an implementation that clamps instead of refusing: as good as no bound
+            if isinstance(value, dict):
+                return {k: finite(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [finite(v) for v in value]
+            return value
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text, fmt
+        return json.dumps(finite(data), default=str), "json"
+
+
 class UncappedSidecars(AgentcoreHarness):
     """Sidecars take every byte of an output: the sidecar caps of the manifest are ignored (TRUNC-9)."""
 
@@ -799,6 +823,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "no-search-quota": NoSearchQuota,
     "last-wins-keys": LastWinsKeys,
     "uncapped-sidecars": UncappedSidecars,
+    "unbounded-numbers": UnboundedNumbers,
     "search-shows-secrets": SearchShowsSecrets,
 }
 
