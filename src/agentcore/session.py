@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -192,8 +193,6 @@ class Session:
             try:
                 callback()
             except Exception:  # one failing callback must not keep the others (or the cleanup) from running
-                import logging  # only on this rare path: importing it costs a command line 2 ms
-
                 logging.getLogger("agentcore.session").exception("a session close callback failed")
         self._cleanup()
         self.sidecar_budget.close()

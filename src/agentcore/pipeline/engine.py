@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -47,6 +48,8 @@ from .schema import validate_args
 if TYPE_CHECKING:
     from ..environments.base import Environment, SandboxPolicy
     from ..tools.source import SessionTool
+
+_log = logging.getLogger("agentcore.events")
 
 SubagentRunner = Callable[["Engine", Session, str, str], Awaitable[str]]
 """The host's agent loop for `task`: async (child_engine, child_session, prompt, description) -> final text."""
@@ -686,9 +689,7 @@ class Engine:
                 if inspect.isawaitable(result):
                     await result
             except Exception:  # an observer never changes what a call does
-                import logging  # only on this rare path: importing it costs a command line 2 ms
-
-                logging.getLogger("agentcore.events").exception("event observer failed on %s", event.type)
+                _log.exception("event observer failed on %s", event.type)
 
 
 def _session_tool(session: Session, tool_id: str) -> "SessionTool | None":
