@@ -169,15 +169,30 @@ def test_factory_from_manifest(ws: Path) -> None:
 # --- fail closed ----------------------------------------------------------------
 
 
-def test_bash_without_commands_is_parsed_or_refused(ws: Path) -> None:
+def test_command_lines_without_parsed_commands_are_parsed_or_refused(ws: Path) -> None:
     wd = DefaultWatchdog()
-    v = run(wd, WatchdogCall("bash", {"command": "ls && rm -rf /"}, manifest(ws), "s"))
+    v = run(wd, WatchdogCall("bash", {"command": "x"}, manifest(ws), "s", shell=("ls && rm -rf /",)))
     assert (v.action, v.category) == ("deny", "destructive")
-    assert run(wd, WatchdogCall("bash", {"command": "ls -la"}, manifest(ws), "s")).action == "allow"
-    v = run(wd, WatchdogCall("bash", {"command": f"echo $({MARK})"}, manifest(ws), "s"))
+    assert run(wd, WatchdogCall("bash", {"command": "x"}, manifest(ws), "s", shell=("ls -la",))).action == "allow"
+    v = run(wd, WatchdogCall("bash", {"command": "x"}, manifest(ws), "s", shell=(f"echo $({MARK})",)))
     assert (v.action, v.category) == ("deny", INTERNAL_CATEGORY) and MARK not in v.reason
-    v = run(wd, WatchdogCall("bash", {}, manifest(ws), "s"))
+    v = run(wd, WatchdogCall("bash", {}, manifest(ws), "s", shell=(None,)))  # type: ignore[arg-type]
     assert (v.action, v.category) == ("deny", INTERNAL_CATEGORY)
+    # Every command line counts: a harmless first one does not cover a second.
+    v = run(wd, WatchdogCall("x", {}, manifest(ws), "s", shell=("ls", "rm -rf /")))
+    assert (v.action, v.category) == ("deny", "destructive")
+
+
+def test_shell_review_follows_the_declaration_not_the_tool_name(ws: Path) -> None:
+    """Commands are reviewed for any tool that runs them; a tool named `bash` that runs none is judged by its paths."""
+    wd = DefaultWatchdog()
+    for tool in ("bash", "shellx", "mcp__run"):
+        v = run(wd, WatchdogCall(tool, {}, manifest(ws), "s", (Cmd(("git", "-ccore.pager=x", "log")),)))
+        assert (v.action, v.category) == ("deny", "code_execution_wrapper"), tool
+    assert run(wd, WatchdogCall("bash", {"command": "rm -rf /"}, manifest(ws), "s")).action == "allow"
+    # The secret arguments of WDOG-11 are asked about whether or not the call also runs commands.
+    v = run(wd, WatchdogCall("shellx", {"path": ".env"}, manifest(ws), "s", (Cmd(("ls",)),)))
+    assert (v.action, v.category) == ("ask", "secrets")
 
 
 def test_malformed_commands_are_refused_not_raised(ws: Path) -> None:
@@ -253,3 +268,58 @@ def test_review_is_fast(ws: Path) -> None:
     # Budgets are 20 µs and 100 µs; a 10x margin keeps this stable on a shared machine.
     assert _median_us(lambda: _drive(wd.review(read))) < 200
     assert _median_us(lambda: _drive(wd.review(sh))) < 1000
+
+
+# --- through the engine: a tool of any name that declares a shell access ------------
+
+
+class _ShellTool:
+    """A plugin tool that runs a shell command line: what it declares, not its name, makes the watchdog read it."""
+
+    def __init__(self, tool_id: str) -> None:
+        from agentcore.api import Tool
+
+        ran: list[str] = []
+
+        class Runs(Tool):
+            id = tool_id
+            description = "runs a command line"
+            parameters = {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"], "additionalProperties": False}
+            uses = ("shell.run",)
+
+            def accesses(self, args: dict[str, Any], ctx: Any) -> list[Any]:
+                from agentcore.access import ShellAccess
+
+                return [ShellAccess("line", args["line"])]
+
+            async def execute(self, args: dict[str, Any], runtime: Any) -> Any:
+                from agentcore.api import ToolResult
+
+                ran.append(args["line"])
+                return ToolResult(data={"ok": True})
+
+        self.tool = Runs()
+        self.ran = ran
+
+
+@pytest.mark.parametrize("tool_id", ["runner", "exec_cmd"])
+def test_engine_reviews_the_commands_of_any_shell_tool(ws: Path, tool_id: str) -> None:
+    from agentcore.api import Engine, build_catalog, compile_manifest
+
+    plugin = _ShellTool(tool_id)
+    catalog = build_catalog(plugins=False, extra=[plugin.tool])
+    m = compile_manifest({"name": "p", "tools": [tool_id],
+                          "requires": {"shell": [{"cmd": "git", "args": [{"prefix": "-c"}, {"wildcard": True}]}, {"cmd": "ls"}]},
+                          "rules": [{"permission": "*", "pattern": "*", "action": "allow"}]}, workspace=ws, catalog=catalog)
+    engine = Engine(m, catalog=catalog)
+
+    async def call(line: str) -> dict[str, Any]:
+        with engine.open_session(headless=True) as session:
+            return (await engine.call(session, tool_id, {"line": line})).to_dict()
+
+    # In scope for the shell requirements and allowed by the rules: only the watchdog stands in the way.
+    env = anyio.run(call, f"git -ccore.pager={MARK} log")
+    assert env["metadata"]["refusal"] == {"layer": "watchdog", "code": "code_execution_wrapper"}
+    assert MARK not in env["error_text"]
+    assert plugin.ran == []  # the tool never ran
+    assert anyio.run(call, "ls")["type"] == "output" and plugin.ran == ["ls"]

@@ -473,6 +473,7 @@ class Engine:
             session_id=c.session.id,
             commands=tuple(cmd for v in c.cap.resolved.values() if hasattr(v, "commands") for cmd in v.commands),
             paths={k: v for k, v in c.cap.resolved.items() if isinstance(v, Path)},
+            shell=tuple(v.source for v in c.cap.resolved.values() if hasattr(v, "commands")),
         )
         try:
             verdict: Verdict = await self.watchdog.review(call)

@@ -59,6 +59,7 @@ class SimpleCommand:
 @dataclass(frozen=True)
 class ParsedShell:
     commands: tuple[SimpleCommand, ...]
+    source: str = ""  # the command line as written
 
 
 class ShellRefused(Exception):
@@ -760,5 +761,6 @@ def parse_shell(source: str) -> ParsedShell:
         tuple(
             SimpleCommand(tuple(c.argv), tuple(c.redirects), shlex.join(c.argv))
             for c in p.cmds
-        )
+        ),
+        source,
     )

@@ -49,12 +49,23 @@ CLOSED_SCREEN = ReadScreen(lambda path: True, lambda root: None)
 
 @dataclass(frozen=True)
 class WatchdogCall:
+    """One call as the watchdog sees it (WDOG-1).
+
+    `shell` holds the command lines the call runs, one per shell access the
+    tool declared, whatever the tool is called; `commands` holds their parsed
+    simple commands, in order. The pipeline fills both. A caller outside the
+    pipeline may give only `shell`, and the default watchdog then parses it.
+    A call that runs a shell is reviewed as one because it declares so, never
+    because of its tool's name.
+    """
+
     tool: str
     args: Mapping[str, Any]
     manifest: "CompiledManifest"
     session_id: str
     commands: tuple["SimpleCommand", ...] = ()
     paths: Mapping[str, Path] = field(default_factory=dict)
+    shell: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -68,46 +68,53 @@ class DefaultWatchdog:
         ws = _norm(os.fspath(ws_raw)) if ws_raw is not None else None
         effective = getattr(call.manifest, "effective", None)
         ctx = _Ctx(ws, self._home, enabled, getattr(effective, "can_write", None))
-        if check_secrets:
-            for v in (call.paths or {}).values():
-                p = _fspath_str(v)
-                if p is not None and _is_secret(p):
-                    ctx.add("secrets", "ask", "the call touches a secret file")
-                    break
-        if call.tool == "bash":
+        if check_secrets and (_secret_path(call.paths or {}) or _secret_argument(call.tool, call.args)):
+            ctx.add("secrets", "ask", "the call touches a secret file")
+        shell = getattr(call, "shell", ())
+        total = 0
+        if call.commands or shell:
+            # Whatever the tool is called: a call that declares a shell access runs commands (WDOG-1).
             from .dispatch import _review_command  # the program tables: 4 ms a command line that runs no shell need not pay
 
-            commands = call.commands or _parse_fallback(call.args)
+            commands = call.commands or _parse_fallback(shell)
             if commands is None:
                 return Verdict("deny", "watchdog: the shell command could not be analysed", INTERNAL_CATEGORY)
             for i, cmd in enumerate(commands):
                 ctx.index = i
                 _review_command(ctx, tuple(cmd.argv), tuple(cmd.redirects or ()), check_secrets)
             total = len(commands)
-        else:
-            total = 0
-            if check_secrets:
-                keys = _GLOB_TOOL_KEYS if call.tool == "glob" else _PATHISH_KEYS
-                for key, v in call.args.items():
-                    if key in keys:
-                        vals = v if isinstance(v, (list, tuple)) else (v,)
-                        if any(isinstance(x, str) and _is_secret(x) for x in vals):
-                            ctx.add("secrets", "ask", "the call touches a secret file")
-                            break
         return _verdict(ctx.findings, total)
 
 
-def _parse_fallback(args: Any) -> tuple[Any, ...] | None:
-    """The pipeline normally hands the parsed commands over; parse with the same parser if it did not."""
-    source = args.get("command") if hasattr(args, "get") else None
-    if not isinstance(source, str):
-        return None
+def _secret_path(paths: Any) -> bool:
+    return any((p := _fspath_str(v)) is not None and _is_secret(p) for v in paths.values())
+
+
+def _secret_argument(tool: str, args: Any) -> bool:
+    """A path-like argument that is secret as written (WDOG-11); `glob`'s pattern is a path pattern too."""
+    keys = _GLOB_TOOL_KEYS if tool == "glob" else _PATHISH_KEYS
+    for key, v in args.items():
+        if key in keys:
+            vals = v if isinstance(v, (list, tuple)) else (v,)
+            if any(isinstance(x, str) and _is_secret(x) for x in vals):
+                return True
+    return False
+
+
+def _parse_fallback(lines: Any) -> tuple[Any, ...] | None:
+    """The pipeline hands the parsed commands over; a caller that gave only the command lines gets them
+    parsed by the same parser. None when one of them cannot be parsed."""
     from ...shell.parse import ShellRefused, parse_shell
 
-    try:
-        return parse_shell(source).commands
-    except ShellRefused:
-        return None
+    commands: list[Any] = []
+    for source in lines:
+        if not isinstance(source, str):
+            return None
+        try:
+            commands += parse_shell(source).commands
+        except ShellRefused:
+            return None
+    return tuple(commands)
 
 
 def _verdict(findings: list[_Finding], total: int) -> Verdict:
