@@ -45,7 +45,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, interleaved, median, p90, parse_args, result, wait_until_settled  # noqa: E402
 from agentcore.api import Engine, load_manifest  # noqa: E402
-from agentcore.environments import callguard, guard, seccomp  # noqa: E402
+from agentcore.environments import callguard, guard, percall, seccomp  # noqa: E402
 from agentcore.environments.bwrap import SECCOMP_FD_SHOWN, with_filter_fd  # noqa: E402
 
 NAME = "guard"
@@ -119,7 +119,7 @@ def main(quick: bool = False, profile: bool = False) -> dict[str, Any]:
             t0 = time.perf_counter()
             guard.observe([os.fspath(ws)])
             cold.append(time.perf_counter() - t0)
-        prepared = tool.prepare(base_policy, engine.manifest)  # type: ignore[attr-defined]
+        prepared = percall.prepare(base_policy, engine.manifest)
         argv = env.command_line(tool.command_argv(ARGS), prepared.policy)  # type: ignore[attr-defined]
         details["bare_bwrap_argc"] = len(argv)
         details["protected_entries"] = sum(1 for _ in prepared.observation.entries())

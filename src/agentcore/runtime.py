@@ -428,9 +428,15 @@ class ProcessSurface:
         self.policy = policy
 
     async def run_sandboxed(self, argv: Sequence[str], *, timeout_s: float, sink: "OutputSink") -> "ProcessOutcome":
+        """Run `argv` in the sandbox with every per-call protection and the sweep after it (`percall`), as
+        `bash` does: a tool of any name gets the same sandbox."""
         if self.environment is None or self.policy is None:
             raise ToolFailure("unavailable", "no execution environment is configured for this session")
-        return await self.environment.run(argv, self.policy, timeout_s=timeout_s, sink=sink)
+        from .environments import percall
+
+        environment = self.environment
+        return await percall.run_guarded(environment, self.policy, self._m,
+                                         lambda policy: environment.run(argv, policy, timeout_s=timeout_s, sink=sink))
 
     @staticmethod
     def rg_binary() -> str:

@@ -75,6 +75,8 @@ class ProcessOutcome:
     term_signal: int | None
     output_capped: bool = False
     """The sink refused more output (OutputCapped), so the process group was killed as on timeout."""
+    protected_removed: int = 0
+    """Protected entries the command created that were removed after it (`percall.run_guarded`)."""
 
 
 class OutputSink(Protocol):

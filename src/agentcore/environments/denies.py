@@ -20,9 +20,20 @@ from ..patterns.globtext import glob_unescape, has_wildcard
 from ..patterns.path import compile_path_pattern
 from ..rules.model import glob_literal_suffix
 
-# Permissions whose deny keeps the sandboxed command from reading / from writing a path.
+# Permissions whose deny keeps the sandboxed command from reading / from writing a path. Every tool that
+# declares `shell.run` joins both (`read_deny_permissions`): its commands run in the same sandbox.
 READ_DENY_PERMISSIONS = frozenset({"*", "read", "fs.read", "bash", "grep", "glob"})
 WRITE_DENY_PERMISSIONS = frozenset({"fs.write", "write", "edit", "bash"})
+
+
+def read_deny_permissions(manifest: object) -> frozenset[str]:
+    """The permissions whose denies hide a path in this manifest's sandbox (ENV-6)."""
+    return READ_DENY_PERMISSIONS | frozenset(getattr(manifest, "shell_tools", ()))
+
+
+def write_deny_permissions(manifest: object) -> frozenset[str]:
+    """The permissions whose denies keep a path read-only in this manifest's sandbox (ENV-6)."""
+    return WRITE_DENY_PERMISSIONS | frozenset(getattr(manifest, "shell_tools", ()))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..protected import sandbox_protected_paths
 from .base import SandboxPolicy
 from .calltree import linked_inodes, scan
-from .denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
+from .denies import manifest_denies, read_deny_permissions, write_deny_permissions
 from .gitenv import git_env
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def _write_roots(manifest: "CompiledManifest") -> list[Path]:
 
 def _read_denied(manifest: "CompiledManifest") -> list[Path]:
     # Literal denies only: a wildcard names files once a call looks (calltree.py).
-    denied = [p for p in manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).literal if p.exists()]
+    denied = [p for p in manifest_denies(manifest.rules, read_deny_permissions(manifest)).literal if p.exists()]
     home = Path(os.path.expanduser("~"))
     for p in [*(home / rel for rel in SECRET_HOME_PATHS), *map(Path, SYSTEM_SECRET_PATHS)]:
         if os.path.lexists(p) and not manifest.effective.can_read(os.fspath(p)):
@@ -74,7 +74,7 @@ def _read_denied(manifest: "CompiledManifest") -> list[Path]:
 
 def _write_denied(manifest: "CompiledManifest") -> list[Path]:
     """Literal paths a manifest deny on writing names: kept read-only, and a missing one cannot be created."""
-    return list(manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).literal)
+    return list(manifest_denies(manifest.rules, write_deny_permissions(manifest)).literal)
 
 
 def _read_roots(manifest: "CompiledManifest") -> list[Path]:
@@ -155,8 +155,8 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
     read_roots = [p.base for p in grant.fs_read if p.base.exists()]
     ws = manifest.workspace
     cwd = ws if ws is not None and grant.can_read(os.fspath(ws)) else _server_cwd(grant)
-    read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
-    write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
+    read_denies = manifest_denies(manifest.rules, read_deny_permissions(manifest)).wildcard
+    write_denies = manifest_denies(manifest.rules, write_deny_permissions(manifest)).wildcard
     policy = dataclasses.replace(base, cwd=cwd, view="minimal", read_roots=tuple(dict.fromkeys(read_roots)))
     if base.write_roots or read_denies or linked_inodes(base.read_denied):
         policy = _with_walk(policy, read_roots, read_denies, write_denies)

@@ -84,6 +84,8 @@ class CompiledManifest:
     deferred: tuple[str, ...] = ()
     sandbox_view: str = "minimal"  # ENV-5: "full" shows the whole root read-only
     mcp_servers: dict[str, CompiledMcpServer] = field(default_factory=dict)
+    # Enabled and deferred tools that declare `shell.run`: the sandbox honours the denies written for them (ENV-6).
+    shell_tools: tuple[str, ...] = ()
 
     @property
     def mcp_tool_prefixes(self) -> tuple[str, ...]:
@@ -391,7 +393,13 @@ def compile_manifest(
         deferred=tuple(spec.deferred_tools),
         sandbox_view=spec.sandbox.view,
         mcp_servers=mcp_servers,
+        shell_tools=_shell_tools(spec, catalog),
     )
+
+
+def _shell_tools(spec: ManifestSpec, catalog: ToolCatalog) -> tuple[str, ...]:
+    """The tools that run commands, by what they declare (a catalogue whose tools declare nothing gives none)."""
+    return tuple(t for t in (*spec.tools, *spec.deferred_tools) if "shell.run" in getattr(catalog.get(t), "uses", ()))
 
 
 def load_manifest(path: Path, *, workspace: Path | None, catalog: ToolCatalog, **kwargs: Any) -> CompiledManifest:

@@ -107,8 +107,11 @@ class Tool(abc.ABC):
         return None
 
     def call_policy(self, policy: "SandboxPolicy", manifest: "CompiledManifest") -> "SandboxPolicy":
-        """For `needs_environment` tools: the sandbox policy of a call made now (per-call masks)."""
-        return policy
+        """For `needs_environment` tools: the sandbox policy of a call made now (per-call masks), which
+        `runtime.proc.run_sandboxed` applies."""
+        from ..environments import percall
+
+        return percall.call_policy(policy, manifest)
 
     @abc.abstractmethod
     async def execute(self, args: dict[str, Any], runtime: "Runtime") -> ToolResult:

@@ -10,55 +10,19 @@ this call.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from ..access import Access, ShellAccess
-from ..environments import callguard, calltree, guard
-from ..environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
-from ..errors import ToolFailure
+from ..environments import percall
 from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
 SHELL = "/bin/bash"
-# A tree walk that took less than this last time runs on the event loop: handing it to a
-# worker thread and back costs 0.1-0.2 ms, more than the walk of a small workspace.
-INLINE_WALK_S = 0.001
-# A command that ran longer than this may have made a tree too big to sweep quickly: its sweep goes to a thread.
-INLINE_SWEEP_AFTER_S = 0.05
-_WALK_COSTS_MAX = 64
-_walk_costs: dict[tuple[object, ...], float] = {}  # (what, write roots) -> seconds the last walk took
-T = TypeVar("T")
-
-
-async def _walk(what: str, roots: tuple[object, ...], fn: Callable[..., T], *args: Any, inline: bool = True) -> T:
-    """`fn(*args)`, a walk of the trees under `roots`: on the loop when the last one there was quick, else in a thread.
-
-    The first walk of a tree always goes to a thread, and a walk that turns slow
-    blocks the loop once at most before its successors move off it again.
-    `inline=False` sends this one to a thread whatever the last one cost.
-    """
-    key = (what, roots)
-
-    def timed() -> T:
-        start = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            if len(_walk_costs) >= _WALK_COSTS_MAX:
-                _walk_costs.clear()
-            _walk_costs[key] = time.perf_counter() - start
-
-    if inline and _walk_costs.get(key, INLINE_WALK_S) < INLINE_WALK_S:
-        return timed()
-    return await anyio.to_thread.run_sync(timed)
 
 
 class BashTool(Tool):
@@ -99,29 +63,16 @@ class BashTool(Tool):
         timeout = min(timeout, limits.bash_max_timeout_s)
         spool = runtime.byte_spool(limits.bash_bytes)
         sink = runtime.output_sink(spool)  # the spool, plus the call's observers when any listen
-        policy = runtime.proc.policy
-        prepared: callguard.Prepared | None = None
-        if policy is not None:
-            prepared = await _walk("prepare", policy.write_roots, self.prepare, policy, runtime.manifest)
-            if getattr(runtime.proc.environment, "name", None) != "bwrap":
-                # Nothing mounts placeholders there: an empty `.git` the command made is its own, not a mount point.
-                prepared = dataclasses.replace(prepared, placeholders=())
-            policy = prepared.policy
         argv = self.command_argv(args)
-        started = time.perf_counter()
+        policy = runtime.proc.policy
         try:
             if policy is not None and policy.network == "proxy":
-                outcome = await self._run_with_proxy(argv, runtime, policy, timeout, sink)
-            elif policy is None:
-                outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=sink)
+                outcome = await percall.run_guarded(
+                    runtime.proc.environment, policy, runtime.manifest, lambda p: self._run_with_proxy(argv, runtime, p, timeout, sink))
             else:
-                outcome = await runtime.proc.environment.run(argv, policy, timeout_s=timeout, sink=sink)
+                outcome = await runtime.proc.run_sandboxed(argv, timeout_s=timeout, sink=sink)
         finally:
             spool.close()
-            if prepared is not None:
-                # Whatever ended the command (its exit, the timeout, an abort), nothing protected it made stays.
-                with anyio.CancelScope(shield=True):
-                    swept = await self._sweep(prepared, quick=time.perf_counter() - started < INLINE_SWEEP_AFTER_S)
         exit_code = outcome.exit_code
         if exit_code is None and outcome.term_signal:
             exit_code = 128 + outcome.term_signal  # as the shell reports it, in every environment (SHELL-9)
@@ -133,38 +84,9 @@ class BashTool(Tool):
         if spool.truncated:
             data["head"] = data["output"]
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
-        if prepared is not None and swept:
-            extra["protected_removed"] = swept  # a count only: never which paths (ENVL-6)
+        if outcome.protected_removed:
+            extra["protected_removed"] = outcome.protected_removed  # a count only: never which paths (ENVL-6)
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
-
-    @staticmethod
-    async def _sweep(prepared: callguard.Prepared, *, quick: bool) -> int:
-        """Remove what the command left that is protected; on the loop only after a `quick` command (see `_walk`)."""
-        try:
-            report = await _walk("sweep", prepared.policy.write_roots, callguard.finish, prepared, inline=quick)
-        except guard.GuardError:
-            raise ToolFailure("unavailable", "the sandbox could not remove protected files the command created; check the workspace") from None
-        return report.removed
-
-    @classmethod
-    def prepare(cls, policy: Any, manifest: Any) -> callguard.Prepared:
-        """The call's policy and the state the sweep compares with (see `call_policy`)."""
-        return callguard.prepare(cls.call_policy(policy, manifest, guarded=False), manifest.workspace_roots)
-
-    @staticmethod
-    def call_policy(policy: Any, manifest: Any, *, guarded: bool = True) -> Any:
-        """The policy plus what exists only now: files that wildcard denies name and hard-linked files
-        (calltree) and, with `guarded`, the protected entries, named git paths and git settings (callguard).
-
-        Also what `explain` shows, so its command line is the one a call made now would run.
-        """
-        read_denies = manifest_denies(manifest.rules, READ_DENY_PERMISSIONS).wildcard
-        write_denies = manifest_denies(manifest.rules, WRITE_DENY_PERMISSIONS).wildcard
-        if policy.write_roots or read_denies or calltree.linked_inodes(policy.read_denied):
-            policy = _with_tree(policy, manifest, read_denies, write_denies)
-        if guarded:
-            policy = callguard.prepare(policy, manifest.workspace_roots).policy
-        return policy
 
     async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, sink: Any) -> Any:
         from ..net.proxy import FilteringProxy
@@ -202,23 +124,3 @@ class BashTool(Tool):
         runtime.extra["network"] = decisions
         return outcome
 
-
-def _with_tree(policy: Any, manifest: Any, read_denies: Any, write_denies: Any) -> Any:
-    """The per-call walk's findings folded into the policy: write-denied and nested protected entries and
-    hard-linked files read-only, read-denied files hidden, roots too full of links read-only whole."""
-    found = calltree.scan(
-        policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
-        denied_paths=policy.read_denied, protected_paths=policy.protected,
-    )
-    # Read-only whole: a write root that is itself a hard-linked file, or one holding too many of them.
-    frozen = [*found.frozen, *(r for r in policy.write_roots if calltree.linked_inodes([r]))]
-    if frozen:
-        writable = tuple(r for r in policy.write_roots if r not in frozen)
-        policy = dataclasses.replace(policy, write_roots=writable, read_roots=(*policy.read_roots, *frozen))
-    if found.protected or found.linked:
-        # A hard-linked file is kept read-only like a protected one, and pinned where it is.
-        kept = [*policy.protected, *found.protected, *found.linked]
-        policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys(kept)))
-    if found.denied:
-        policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
-    return policy
