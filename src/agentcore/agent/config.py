@@ -148,7 +148,7 @@ async def open_model(config: ModelConfig, env: Mapping[str, str] | None = None) 
             server = ScriptServer(load_script(Path(config.name))).start()
         except ScriptFileError as exc:
             raise ModelConfigError(str(exc)) from None
-        client: ModelClient = providers.openai_chat_client(config.id, "script", base_url=server.base_url, api_key=None,
+        client: ModelClient = providers.openai_chat_client(config.id, "script", base_url=server.base_url, api_key=server.token,
                                                            timeout_s=config.request_timeout_s, problems=server.problems)
     elif config.provider == "openai-compatible":
         client = providers.openai_chat_client(config.id, config.name, base_url=config.base_url, api_key=_key(config, env, False),

@@ -3,7 +3,9 @@
 `--model script:FILE` starts `ScriptServer`, an OpenAI-compatible Chat
 Completions server on 127.0.0.1, and the agent talks to it through the
 ordinary `openai-compatible` provider. Demos, tests and users' own CI thus run
-offline and deterministically while exercising the real provider code.
+offline and deterministically while exercising the real provider code. The
+server answers only requests that carry its random token as their API key
+(other processes on the machine can reach the port, not take its turns).
 
 A script is a list of turns (or `{turns: [...]}`); each model request takes
 the next turn::
@@ -28,8 +30,10 @@ off) and `hang: true` (the stream stalls until the client goes away).
 
 from __future__ import annotations
 
+import hmac
 import http.server
 import json
+import os
 import select
 import socket
 import threading
@@ -153,6 +157,9 @@ class ScriptServer:
         self._pending: dict[str, tuple[str, Expect]] = {}  # call id -> (tool, expectation)
         self._stopping = threading.Event()
         self._calls = 0
+        # Any local process can reach a loopback port: only the host that started this server, which holds
+        # the token, may take turns from it (or learn what they are).
+        self.token = os.urandom(16).hex()
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -258,6 +265,11 @@ class _ScriptHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        given = self.headers.get("authorization") or ""
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.script.token}".encode()):
+            self._json(401, {"error": {"message": "this scripted model answers only the host that started it"}})
+            self.close_connection = True
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": "only /v1/chat/completions is served"}})
             return
