@@ -174,3 +174,24 @@ def test_the_database_path_honours_xdg_data_home(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", "from agentcore.recorder.store import default_db_path; print(default_db_path())"],
                          env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / "data" / "agentcore" / "sessions.db")
+
+
+def test_a_new_database_and_its_side_files_are_private_to_their_owner(tmp_path: Path) -> None:
+    """Recordings hold prompts and what tools read; `--db` may point into a directory others can read."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    old = os.umask(0o022)
+    try:
+        conn = connect(shared / "s.db")
+        conn.execute("CREATE TABLE t(x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        made = [p for p in shared.iterdir()]
+        assert {p.name for p in made} >= {"s.db", "s.db-wal"}
+        assert {p.name: p.stat().st_mode & 0o777 for p in made} == {p.name: 0o600 for p in made}
+        conn.close()
+        # An existing database keeps the mode its owner gave it.
+        os.chmod(shared / "s.db", 0o640)
+        connect(shared / "s.db").close()
+        assert (shared / "s.db").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)

@@ -118,6 +118,7 @@ def connect(path: Path) -> sqlite3.Connection:
     """Open (creating and migrating) the database at `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _create_private(path)
     try:
         conn = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -128,6 +129,18 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise RecorderError(f"{path} is not a usable session database ({exc})") from None
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """A new database starts as an empty file only its owner can read: recordings hold prompts and what tools
+    read, and `--db` may point into a directory others can list. SQLite gives its -wal and -shm files the
+    database file's mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass  # an existing database keeps the mode its owner gave it
+    except OSError as exc:
+        raise RecorderError(f"cannot create the session database {path}: {exc.strerror}") from None
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
