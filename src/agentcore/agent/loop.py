@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import anyio
 
-from ..api import Engine, Event, Session
+from ..api import Engine, Envelope, Event, Session
 from .events import AgentEvent, MessageAdded, ModelDelta, ModelRetried, RunFinished, RunStarted
 from .messages import Message, ToolCallPart, ToolResultPart, user_message
 from .model import ModelClient, ModelTurn, ProviderError, RequestSettings, Usage
@@ -253,6 +253,8 @@ class AgentLoop:
             await self._emit(ModelDelta(session_id=state.session.id, run_id=state.run_id, kind=kind, text=text))
 
         for attempt in range(1, self.retry.attempts + 1):
+            if state.cancelled:  # a cancel during the backoff: no further request
+                return None
             # One scope for both ends: `cancel` cancels it, and its deadline is the request's timeout.
             state.model_scope = scope = anyio.CancelScope(deadline=anyio.current_time() + self.settings.timeout_s + 5)
             try:
@@ -277,7 +279,15 @@ class AgentLoop:
             delay = self.retry.delay(attempt, error.retry_after_s)
             await self._emit(ModelRetried(session_id=state.session.id, run_id=state.run_id, attempt=attempt,
                                           status=error.status, delay_s=round(delay, 3), reason=error.message, partial=error.partial))
-            await anyio.sleep(delay)
+            if state.cancelled:  # cancelled while the retry was being reported
+                return None
+            # `cancel` ends the wait too (it cancels the model scope, which covers the backoff).
+            state.model_scope = anyio.CancelScope()
+            try:
+                with state.model_scope:
+                    await anyio.sleep(delay)
+            finally:
+                state.model_scope = None
         return None
 
     # -- tools -------------------------------------------------------------------------------
@@ -286,6 +296,12 @@ class AgentLoop:
         results: list[ToolResultPart | None] = [None] * len(calls)
         i = 0
         while i < len(calls):
+            if state.cancelled:
+                # The run was cancelled while earlier calls ran: the rest never start (a cancel must not
+                # let queued calls run), and the model still gets a result for each of them.
+                for k in range(i, len(calls)):
+                    results[k] = self._not_run(state.session, calls[k])
+                break
             j = i + 1
             # The last call has no neighbour to run with: no need to ask whether it is safe (a lone call, the common turn).
             if j < len(calls) and self._safe(state.session, calls[i]):
@@ -299,6 +315,12 @@ class AgentLoop:
                         tg.start_soon(self._call, state, calls[k], results, k)
             i = j
         return [r for r in results if r is not None]
+
+    def _not_run(self, session: Session, call: ToolCallPart) -> ToolResultPart:
+        tool = self.engine.tool(session, call.tool)
+        envelope = Envelope(type="error", error_text="the call was aborted", kind=tool.kind if tool is not None else "other",
+                            tool=call.tool, error_code="aborted")
+        return ToolResultPart(call.call_id, call.tool, envelope.to_dict())
 
     def _safe(self, session: Session, call: ToolCallPart) -> bool:
         tool = self.engine.tool(session, call.tool)

@@ -83,7 +83,7 @@ class RecordedModel:
 
     supports_images = True
 
-    def __init__(self, conversations: dict[str, list[Message]], name: str) -> None:
+    def __init__(self, conversations: dict[str, list[Message] | None], name: str) -> None:
         self.name = name
         self._conversations = conversations
 
@@ -91,6 +91,8 @@ class RecordedModel:
                       settings: RequestSettings, on_delta: Any) -> ModelTurn:
         first = next((m.text for m in messages if m.role == "user"), "")
         turns = self._conversations.get(first, [])
+        if turns is None:
+            raise ProviderError("the recording has more than one conversation that starts with this message", status=None)
         index = sum(1 for m in messages if m.role == "assistant")
         if index >= len(turns):
             raise ProviderError("the recording has no further model turn for this conversation", status=None)
@@ -108,31 +110,72 @@ class RecordedModel:
         pass
 
 
+_AskKey = tuple[str, str, str, str, tuple[str, ...]]  # conversation, call id, tool, layer, subjects
+
+
 class _RecordedAnswers:
-    """Asks answered as the recording says they were; a call that was not asked then is refused."""
+    """Asks answered as the recording says they were; a call that was not asked then is refused.
+
+    An answer is found by the conversation the call is made in (its first user message, as for the
+    model's turns), the call id, the tool, the layer and every subject asked about: call ids repeat
+    across a subagent and its parent and across the runs of a continued or reloaded session, and a
+    recorded "yes" must never answer another call. A key recorded with different answers is refused.
+    """
 
     name = "recording"
     headless = False
 
-    def __init__(self, choices: dict[str, str]) -> None:
+    def __init__(self, choices: dict[_AskKey, str]) -> None:
         self._choices = choices
+        self._conversation: dict[str, str] = {}  # replayed session id -> its conversation
+
+    def observe(self, event: Any) -> None:
+        if event.type == "run_started":
+            self._conversation.setdefault(event.session_id, event.prompt)
 
     async def ask(self, request: Any) -> Any:
-        return self._choices.get(request.call_id, "reject_once")
+        conversation = self._conversation.get(request.session_id)
+        if conversation is None:
+            return "reject_once"
+        key = (conversation, request.call_id, request.tool, request.layer, tuple(s.describe() for s in request.subjects))
+        return self._choices.get(key, "reject_once")
 
     async def question(self, questions: Any) -> Any:
         return None
 
 
-def _conversations(recorder: Any, session_id: str) -> dict[str, list[Message]]:
-    out: dict[str, list[Message]] = {}
+def _recorded_choices(recorder: Any, session_id: str, out: dict[_AskKey, str] | None = None) -> dict[_AskKey, str]:
+    """Every recorded answer of the session and its subagents', by `_RecordedAnswers`' key."""
+    out = {} if out is None else out
+    info = recorder.session(session_id)
+    history = [Message.from_dict(m) for m in recorder.history(session_id)]
+    conversation = next((m.text for m in history if m.role == "user"), "")
+    asked: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    for event in recorder.events(session_id):
+        if event.get("type") == "ask_raised":
+            request = event.get("request") or {}
+            asked[event["call_id"]] = (str(request.get("tool")), str(request.get("layer")), tuple(request.get("subjects") or ()))
+        elif event.get("type") == "ask_answered" and event.get("call_id") in asked:
+            tool, layer, subjects = asked.pop(event["call_id"])
+            key = (conversation, event["call_id"], tool, layer, subjects)
+            choice = event.get("choice")
+            out[key] = choice if out.get(key, choice) == choice else "reject_once"  # ambiguous: nobody approved it
+    for child in info["children"]:
+        _recorded_choices(recorder, child, out)
+    return out
+
+
+def _conversations(recorder: Any, session_id: str, out: dict[str, list[Message] | None] | None = None) -> dict[str, list[Message] | None]:
+    """Each recorded session's model turns by its first user message; None for a message that began more
+    than one session (a subagent given its parent's prompt, two subagents given the same one): which
+    turns belong to which replayed session cannot be told, so neither gets any (nor any recorded answer)."""
+    out = {} if out is None else out
     info = recorder.session(session_id)
     history = [Message.from_dict(m) for m in recorder.history(session_id)]
     first = next((m.text for m in history if m.role == "user"), "")
-    out[first] = [m for m in history if m.role == "assistant"]
+    out[first] = None if first in out else [m for m in history if m.role == "assistant"]
     for child in info["children"]:
-        for key, turns in _conversations(recorder, child).items():
-            out.setdefault(key, turns)
+        _conversations(recorder, child, out)
     return out
 
 
@@ -156,15 +199,17 @@ async def replay_session(db: Path, session_id: str, manifest_path: Path, workspa
             info = recorder.session(session_id)
             conversations = _conversations(recorder, session_id)
             recorded = _recorded_results(recorder, session_id)
-            choices = {d["call_id"]: d["choice"] for d in info["decisions"] if d["call_id"]}
+            choices = {k: v for k, v in _recorded_choices(recorder, session_id).items() if conversations.get(k[0]) is not None}
     except RecorderError as exc:
         raise ReplayError(str(exc)) from None
     try:
         manifest = load_manifest(manifest_path, workspace=workspace)
     except ManifestError as exc:
         raise ReplayError(str(exc)) from None
-    engine = Engine(manifest, broker=_RecordedAnswers(choices))
+    answers = _RecordedAnswers(choices)
+    engine = Engine(manifest, broker=answers)
     loop = AgentLoop(engine, RecordedModel(conversations, info.get("model") or "recording"), max_turn_requests=10_000)
+    loop.add_observer(answers.observe)  # which recorded conversation each replayed session is
     replayed: dict[str, dict[str, Any]] = {}
 
     def collect(event: Any) -> None:  # every session's calls, subagents' included
