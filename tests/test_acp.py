@@ -493,3 +493,59 @@ def test_acpx_drives_a_session_end_to_end(setup: dict[str, Any], policy: str) ->
         assert finals == {"call_1": "completed", "call_2": "failed"}
         assert not (setup["ws"] / "b.txt").exists()
     assert Wire.from_log(messages).validate() == len(messages)
+
+
+async def test_remembered_answers_come_back_only_in_the_workspace_they_were_given_for(
+        tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
+    """An "always" for a command holds in its workspace: loading the session elsewhere asks again."""
+    ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    for d in (ws, elsewhere):
+        d.mkdir()
+    manifest = write_manifest({"name": "acp-remember", "tools": ["bash"],
+                               "requires": {"shell": [{"cmd": "echo", "args": [{"wildcard": True}]}]}})
+    echo = [{"tool_calls": [{"tool": "bash", "args": {"command": "echo hello"}}]}, {"text": "done"}]
+    db = tmp_path / "sessions.db"
+
+    def args(script: Path) -> list[str]:
+        return ["--manifest", str(manifest), "--model", f"script:{script}", "--db", str(db)]
+
+    live = RecordingClient(answer=lambda tc: "allow_always")
+    async with acp_agent(live, *args(_script(tmp_path / "a.yaml", echo)), cwd=tmp_path) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("say hello")])
+    assert len(live.permissions) == 1
+    # (In its own workspace first: a session continued elsewhere is recorded there from then on.)
+    for cwd, asked in ((ws, 0), (elsewhere, 1)):
+        client = RecordingClient(answer=lambda tc: "reject_once")
+        async with acp_agent(client, *args(_script(tmp_path / "b.yaml", echo)), cwd=tmp_path) as (conn, _proc):
+            await conn.initialize(protocol_version=1)
+            await conn.load_session(cwd=str(cwd), session_id=sid, mcp_servers=[])
+            await conn.prompt(session_id=sid, prompt=[text_block("again")])
+        assert len(client.permissions) == asked, cwd
+
+
+async def test_a_headless_run_continuing_a_session_elsewhere_does_not_inherit_its_answers(
+        tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
+    ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    for d in (ws, elsewhere):
+        d.mkdir()
+    manifest = write_manifest({"name": "acp-remember", "tools": ["bash"],
+                               "requires": {"shell": [{"cmd": "echo", "args": [{"wildcard": True}]}]}})
+    echo = [{"tool_calls": [{"tool": "bash", "args": {"command": "echo hello"}}]}, {"text": "done"}]
+    db = tmp_path / "sessions.db"
+    script = _script(tmp_path / "a.yaml", echo)
+    live = RecordingClient(answer=lambda tc: "allow_always")
+    async with acp_agent(live, "--manifest", str(manifest), "--model", f"script:{script}", "--db", str(db), cwd=tmp_path) as (conn, _p):
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("say hello")])
+    outcomes = []
+    for where in (ws, elsewhere):
+        done = subprocess.run([AGENTCORE, "run", "--manifest", str(manifest), "--workspace", str(where), "--model", f"script:{script}",
+                               "--db", str(db), "--session", sid, "--events", "jsonl", "again"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        finished = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+        outcomes.append([e.get("envelope", {}).get("type") for e in finished if e.get("type") == "call_finished"])
+    # In its workspace the remembered "always" holds; elsewhere it is not restored, so the headless run refuses the ask.
+    assert outcomes == [["output"], ["error"]]

@@ -67,3 +67,32 @@ async def test_an_editors_mcp_servers_run_sandboxed_with_the_grant_of_their_mani
     everything = str(client.updates) + str(wire.messages)
     assert secret not in everything.replace(f"'value': '{secret}'", "").replace(f'"value": "{secret}"', "")
     assert wire.validate() > 10
+
+
+async def test_read_only_mode_refuses_mcp_tools_not_known_to_only_read(tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
+    """Read-only refuses what edits or runs commands, and an MCP tool whose server gave no trustworthy read-only hint
+    (kind `other`), even where the manifest allows it; a verified read-only MCP tool and reading tools still run."""
+    require_bwrap()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\n")
+    rules = [{"permission": "demo__getenv", "pattern": "*", "action": "allow"}, {"permission": "demo__echo", "pattern": "*", "action": "allow"},
+             {"permission": "read", "pattern": "*", "action": "allow"}, {"permission": "write", "pattern": "*", "action": "allow"}]
+    path = write_manifest(manifest({"demo": server()}, tools=["read", "write"], rules=rules))
+    script = _script(tmp_path / "s.yaml", [
+        {"tool_calls": [{"tool": "demo__echo", "args": {"text": "x"}}, {"tool": "demo__getenv", "args": {"name": "HOME"}},
+                        {"tool": "read", "args": {"path": "a.txt"}}, {"tool": "write", "args": {"path": "b.txt", "content": "x"}}]},
+        {"text": "done"},
+    ])
+    client = RecordingClient(answer=lambda tc: "allow_once")
+    async with acp_agent(client, "--manifest", str(path), "--model", f"script:{script}", "--no-record", cwd=tmp_path) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+        await conn.set_config_option(config_id="mode", session_id=sid, value="read-only")
+        done = await conn.prompt(session_id=sid, prompt=[text_block("try everything")])
+    assert done.stop_reason == "end_turn"
+    calls = {u["toolCallId"]: u["title"] for u in client.updates if u["sessionUpdate"] == "tool_call"}
+    status = [client.tool_updates(cid)[-1]["status"] for cid in calls]
+    assert list(calls.values())[:2] == ["echo (MCP server demo)", "getenv (MCP server demo)"]
+    assert status == ["completed", "failed", "completed", "failed"], (calls, status)
+    assert not (ws / "b.txt").exists() and client.permissions == []

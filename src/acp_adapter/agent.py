@@ -50,10 +50,13 @@ VERSION = "0.1.0"
 # Permission modes: session rules added on top of the manifest (which they can never widen past a deny).
 MODES: dict[str, str] = {
     "ask": "Ask before anything the manifest does not allow",
-    "read-only": "Refuse every tool that edits, moves, deletes or runs commands",
+    "read-only": "Refuse every tool that edits, moves, deletes or runs commands, and every MCP tool not known to only read",
     "auto-edit": "Allow file edits without asking (the manifest's denies still hold)",
 }
 _MUTATING_KINDS = frozenset({"edit", "delete", "move", "execute"})
+# An MCP tool's kind comes from its server's hints (`other` when it gives none): in read-only mode only the
+# kinds that change nothing let one through, since the engine cannot vouch for what a server's tool does.
+_READING_KINDS = frozenset({"read", "search", "think", "fetch"})
 
 
 @dataclass
@@ -138,6 +141,7 @@ class AgentcoreAcp:
         self._recorder: Any = None
         self.conn: Any = None
         self.sessions: dict[str, _State] = {}
+        self._loading: set[str] = set()
         self._terminal_output = False
         self._client_reads = False  # the client offers fs/read_text_file
         self.model_name: str = options.model.id
@@ -241,11 +245,17 @@ class AgentcoreAcp:
             history = [Message.from_dict(m) for m in self.recorder.history(session_id)]
         except RecorderError as exc:
             raise acp.RequestError.resource_not_found(session_id) from exc
-        if session_id in self.sessions:
+        if session_id in self.sessions or session_id in self._loading:
             raise acp.RequestError.invalid_request({"message": "the session is already open"})
-        state = await self._open(cwd, additional_directories, mcp_servers, session_id)
+        self._loading.add(session_id)  # two loads of one id at once would open it twice, one copy orphaned
+        try:
+            state = await self._open(cwd, additional_directories, mcp_servers, session_id)
+        finally:
+            self._loading.discard(session_id)
         state.history = history
-        if info.get("remembered"):
+        same_place = info.get("workspace") == str(state.engine.manifest.workspace)
+        if info.get("remembered") and same_place:
+            # "Always" answers were given for that workspace: a command allowed there is not allowed here.
             state.session.restore(info["remembered"])
             state.remembered_rules = [tuple(r) for r in info["remembered"].get("rules", [])]  # type: ignore[misc]
         replay = Translator(state.session.id, terminal_output=self._terminal_output)
@@ -321,7 +331,9 @@ class AgentcoreAcp:
         if all_modes:
             return [r for m in MODES for r in self._mode_rules(state, m)]
         if mode == "read-only":
-            return [(t.id, "*", "deny") for t in tools if t.kind in _MUTATING_KINDS]
+            catalog = state.engine.catalog  # the engine's own and installed tools; the rest are the session's MCP tools
+            return [(t.id, "*", "deny") for t in tools
+                    if t.kind in _MUTATING_KINDS or (not catalog.has(t.id) and t.kind not in _READING_KINDS)]
         if mode == "auto-edit":
             return [(t.id, "*", "allow") for t in tools if t.kind == "edit"]
         return []

@@ -94,7 +94,7 @@ async def run_headless(request: HeadlessRequest, observers: Sequence[Callable[[A
     try:
         # Continuing a recorded session keeps its id: the new run is recorded as part of it.
         with engine.open_session(headless=True, session_id=request.continue_session or request.session_id) as session:
-            history = _continue(recorder, request.continue_session, session) if request.continue_session else []
+            history = _continue(recorder, request.continue_session, session, str(manifest.workspace)) if request.continue_session else []
             if recorder is not None:
                 recorder.attach(session, manifest=str(manifest.source), workspace=str(manifest.workspace), model=config.id,
                                 title=request.prompt)
@@ -134,8 +134,9 @@ def _recorder(path: Path | None) -> Any:
         raise _UsageError(str(exc)) from None
 
 
-def _continue(recorder: Any, session_id: str, session: Any) -> list[Any]:
-    """The recorded history of `session_id`, with its remembered answers restored into `session`."""
+def _continue(recorder: Any, session_id: str, session: Any, workspace: str) -> list[Any]:
+    """The recorded history of `session_id`, with its remembered answers restored into `session` when it
+    continues in the workspace they were given for (a command allowed there is not allowed here)."""
     from ..recorder.store import RecorderError
 
     if recorder is None:
@@ -145,7 +146,7 @@ def _continue(recorder: Any, session_id: str, session: Any) -> list[Any]:
         history = [Message.from_dict(m) for m in recorder.history(session_id)]
     except RecorderError as exc:
         raise _UsageError(str(exc)) from None
-    if info.get("remembered"):
+    if info.get("remembered") and info.get("workspace") == workspace:
         session.restore(info["remembered"])
     return history
 
