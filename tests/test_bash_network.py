@@ -198,3 +198,17 @@ async def test_without_net_hosts_there_is_no_network_at_all(
     assert interfaces == ["lo"]
     assert server.requests == [] and sentinel.connection_count() == 0
 
+
+
+async def test_a_manifest_deny_rule_on_a_listed_host_is_enforced_by_the_proxy(make_agent: Callable[..., Any], lab: Lab,
+                                                                               server: RecordingServer, sentinel: Sentinel) -> None:
+    """NET-8: a host the command line does not show (reached by a redirect) still meets the manifest's deny rule."""
+    rules = [{"permission": "net.fetch", "pattern": f"127.0.0.1:{sentinel.port}", "action": "deny"},
+             {"permission": "*", "pattern": "*", "action": "allow"}]
+    hosts = [f"127.0.0.1:{server.port}", f"127.0.0.1:{sentinel.port}"]
+    agent = make_agent(lab.ws, bash_manifest(CURL, hosts=hosts, rules=rules), engine_kwargs={"watchdog": "default"})
+    env = await agent.call("bash", {"command": f"curl -s -L -m 10 http://127.0.0.1:{server.port}/redir"})
+    assert_ran(env)
+    assert sentinel.connection_count() == 0  # the denied host was never contacted
+    assert [(e["decision"], e["port"], e["code"]) for e in decisions(env)] == [
+        ("allow", server.port, "allowed"), ("deny", sentinel.port, "denied_by_rule")]

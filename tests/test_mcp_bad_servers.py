@@ -8,6 +8,7 @@ stdio server.
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,71 @@ async def test_an_id_colliding_with_a_registered_tool_is_refused(tmp_path: Path)
         status = await status_of(engine, session)
         assert status["unavailable_tools"] == [{"tool": "plugin", "reason": "its id collides with a registered tool's id"}]
         assert (await engine.call(session, "bad__plugin", {})).to_dict()["data"] == {"plugin": True}
+
+
+async def test_endless_list_changed_notifications_keep_memory_bounded(tmp_path: Path) -> None:
+    """A server that answers every tools/list with another list_changed: what the hub keeps per listing must not pile up."""
+    config = tmp_path / "bad.json"
+    tools = [tool(f"t{i}", {"type": "object", "properties": {f"p{j}": {"type": "string"} for j in range(20)}}) for i in range(50)]
+    config.write_text(json.dumps({"tools": tools, "relist_always": True}))
+    engine = Engine(compile_manifest(manifest({"bad": server(BAD, str(config), read=[str(config)])}), workspace=tmp_path))
+    with engine.open_session() as session:
+        assert (await status_of(engine, session))["state"] == "ready"
+        hub = session.stores.tool_source
+        # Wait until the session has taken 20 new listings (each makes new tool objects), whatever the machine's speed.
+        listings, previous = 0, None
+        with anyio.fail_after(60):
+            while listings < 20:
+                first = next((t for t in engine.tools(session) if t.id == "bad__t0"), None)
+                if first is not None and first is not previous:
+                    listings, previous = listings + 1, first
+                await anyio.sleep(0.005)
+        previous = first = None
+        gc.collect()
+        kept = sum(1 for o in gc.get_objects() if type(o).__name__ == "ListedTool")
+        ok = (await engine.call(session, "bad__t0", {})).type
+        await hub.aclose()
+    assert ok == "output"
+    assert kept <= 3 * len(tools), kept  # the current listing and the one in the making, not every past one
+
+
+async def test_checking_many_large_schemas_never_blocks_the_session(tmp_path: Path) -> None:
+    """Each schema may be checked in a fraction of a second, but a listing of many must let everything else run meanwhile."""
+    def big(i: int) -> dict[str, Any]:
+        return {"type": "object", "properties": {f"p{i}_{j}": {"type": "string"} for j in range(1800)}}
+
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"tools": [tool(f"t{i}", big(i)) for i in range(16)]}))
+    engine = Engine(compile_manifest(manifest({"bad": server(BAD, str(config), read=[str(config)])}), workspace=tmp_path))
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = anyio.current_time()
+        while True:
+            await anyio.sleep(0.05)
+            now = anyio.current_time()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        with engine.open_session() as session:
+            with anyio.fail_after(120):
+                await engine.ready(session)
+            status = await status_of(engine, session)
+            await session.stores.tool_source.aclose()
+        tg.cancel_scope.cancel()
+    assert status["state"] == "ready" and len(status["tools"]) == 16, status
+    assert max(gaps) < 2.0, max(gaps)  # the event loop (other calls, their timeouts, cancels) kept running
+
+
+async def test_a_secret_in_a_tool_description_never_reaches_the_model(tmp_path: Path) -> None:
+    """A server that puts its own credential in a description (a connection string, say): the model is shown `[secret]`."""
+    value = "pg-pass-0a1b2c3d4e5f"
+    engine = bad_engine(tmp_path, [tool("query", description=f"Runs SQL on postgres://app:{value}@db/main")], env={"DB_PASSWORD": value})
+    with engine.open_session() as session:
+        assert (await status_of(engine, session))["state"] == "ready"
+        [query] = [t for t in engine.tools(session) if t.id == "bad__query"]
+        description = query.description
+        await session.stores.tool_source.aclose()
+    assert value not in description and "[secret]" in description, description

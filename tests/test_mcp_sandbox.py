@@ -154,3 +154,13 @@ async def test_no_sandbox_means_no_server(tmp_path: Path) -> None:
         (status,) = await engine.mcp_status(session)
         assert status["state"] == "ready"
     assert marker.read_text() == "started\n"
+
+
+async def test_a_manifest_deny_rule_on_a_host_stops_the_servers_proxy_too(tmp_path: Path, web: RecordingServer) -> None:
+    """NET-8: the filtering proxy refuses a target a manifest deny rule on `net.fetch` names, even when net.hosts lists it."""
+    url = f"http://127.0.0.1:{web.port}/hello"
+    rules = [{"permission": "net.fetch", "pattern": f"127.0.0.1:{web.port}", "action": "deny"},
+             {"permission": "*", "pattern": "*", "action": "allow"}]
+    env = await call(tmp_path, server(hosts=[f"127.0.0.1:{web.port}"]), "fetch", {"url": url}, rules=rules)
+    failed(env)
+    assert web.requests == []  # the denied host was never contacted

@@ -276,3 +276,14 @@ def test_a_session_opened_outside_an_event_loop_starts_its_servers_at_the_first_
         assert not marker.exists()
         env = anyio.run(engine.call, session, "demo__echo", {"text": "lazy"})
         assert env.to_dict()["data"]["content"] == "lazy" and marker.exists()
+
+
+async def test_a_secret_that_begins_with_another_is_scrubbed_whole(tmp_path: Path) -> None:
+    """Two values where one starts the other (a key and its longer form): no part of the longer one shows."""
+    short, long = "acct-7f3a9c", "acct-7f3a9c-SECRETPART-d41d8cd9"
+    engine = _engine(tmp_path, {"demo": server(env={"ACCOUNT": short, "API_KEY": long})})
+    with engine.open_session() as session:
+        env = (await engine.call(session, "demo__getenv", {"name": "API_KEY"})).to_dict()
+        await session.stores.tool_source.aclose()
+    assert env["type"] == "output" and "SECRETPART" not in json.dumps(env), env
+    assert env["data"]["content"] == "[secret]"

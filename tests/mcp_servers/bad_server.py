@@ -7,7 +7,8 @@ Behaviours of `tools/call`: "ok" (text "ok: <arguments as JSON>"), "garbage" (a 
 that is not JSON-RPC), "huge:N" (a result line of about N bytes), "invalid" (a
 result whose content is not a list), "error" (a JSON-RPC error), "exit" (exit at
 once), "hang" (never answer), "relist" (answer, then replace the tool list with
-CONFIG["later"] and send notifications/tools/list_changed).
+CONFIG["later"] and send notifications/tools/list_changed). With CONFIG["relist_always"], every
+tools/list answer is followed by notifications/tools/list_changed (a server that never stops).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main() -> None:
                          "capabilities": {"tools": {"listChanged": True}}, "serverInfo": {"name": "bad", "version": "1"}})
         elif method == "tools/list":
             result(rid, {"tools": state["tools"]})
+            if config.get("relist_always"):
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "tools/call":
             call(rid, config.get("calls", {}).get(params.get("name"), "ok"), params, state)
         elif method == "ping":

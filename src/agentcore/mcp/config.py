@@ -65,8 +65,12 @@ class ServerPlan:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """Values that must never reach output: every env and header value long enough to recognise."""
-        return tuple(v for v in (*self.env.values(), *self.headers.values()) if len(v) >= MIN_SECRET_CHARS)
+        """Values that must never reach output: every env and header value long enough to recognise.
+
+        Longest first: replacing a value that begins another one first would leave the rest of the longer one.
+        """
+        values = {v for v in (*self.env.values(), *self.headers.values()) if len(v) >= MIN_SECRET_CHARS}
+        return tuple(sorted(values, key=lambda v: (-len(v), v)))
 
     def describe(self) -> str:
         """Where it runs, for status output: the command and args, or the URL without query (no values of env or headers)."""

@@ -47,7 +47,6 @@ class McpHub:
         self._connections: list[ServerConnection] = []
         self._entries: dict[str, SessionTool] = {}
         self._unavailable: dict[str, list[dict[str, str]]] = {}
-        self._checked: dict[int, tuple[ListedTool, Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -153,18 +152,17 @@ class McpHub:
             return str(exc), None
         if ident in self._reserved:
             return "its id collides with a registered tool's id", None
-        cached = self._checked.get(id(listed))
-        if cached is None or cached[0] is not listed:
+        checked = listed.checked  # checked once, when the server listed it (never kept beyond its listing)
+        if checked is None:
             try:
-                cached = (listed, check_input_schema(listed.input_schema))
+                checked = check_input_schema(listed.input_schema)
             except SchemaProblem as exc:
-                cached = (listed, exc)
-            self._checked[id(listed)] = cached
-        if isinstance(cached[1], SchemaProblem):
-            return str(cached[1]), None
+                checked = exc
+        if isinstance(checked, SchemaProblem):
+            return str(checked), None
         kind = kind_for(listed.annotations, connection.verified_read_only)
         tool = McpTool(ident, connection, listed, dict(listed.input_schema), kind)
-        return None, (tool, cached[1], connection.plan.defer)
+        return None, (tool, checked, connection.plan.defer)
 
     # -- status --------------------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:

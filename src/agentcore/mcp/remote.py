@@ -24,10 +24,9 @@ SSE_READ_TIMEOUT_S = 300.0
 
 def _denied(target: Any, rules: Sequence[Any]) -> bool:
     """Whether a manifest deny rule on `net.fetch` or `*` names this host and port (pinned, PERM-9)."""
-    from ..rules.evaluator import RuleEvaluator, Subject
+    from ..rules.evaluator import manifest_host_denies
 
-    subject = Subject("", "net.fetch", "host", target.authority, host=target.host, port=target.port)
-    return RuleEvaluator([r for r in rules if r.rule.scope == "manifest" and r.rule.action == "deny"]).evaluate(subject).pinned
+    return manifest_host_denies(rules)(target.host, target.port)
 
 
 async def _vetted(plan: ServerPlan, rules: Sequence[Any]) -> tuple[str, Any, list[Any]]:

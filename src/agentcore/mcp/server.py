@@ -12,6 +12,7 @@ that is cut short (deadline or abort) makes the SDK send `notifications/cancelle
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from ..environments.base import EnvironmentUnavailable
 from ..errors import ToolFailure
@@ -48,6 +50,16 @@ class ListedTool:
     description: str
     input_schema: Any
     annotations: Any
+    checked: Any = None  # the validator for `input_schema`, or the `SchemaProblem` saying why there is none
+
+
+def _check(schema: Any) -> Any:
+    from .schemas import SchemaProblem, check_input_schema
+
+    try:
+        return check_input_schema(schema)
+    except SchemaProblem as exc:
+        return exc
 
 
 class _Fatal(Exception):
@@ -222,7 +234,13 @@ class ServerConnection:
         if len(listed) > MAX_TOOLS:
             self.notes.append(f"only the first {MAX_TOOLS} tools are used")
             listed = listed[:MAX_TOOLS]
-        self.tools = listed
+        # Each schema is checked here, in the owner task, one at a time with a checkpoint between them: a listing
+        # of many large schemas never holds the event loop for long, and the listing's deadline can cut it short.
+        checked = []
+        for t in listed:
+            checked.append(dataclasses.replace(t, checked=_check(t.input_schema)))
+            await anyio.lowlevel.checkpoint()
+        self.tools = checked
         self._on_tools(self)
 
     # -- transports -----------------------------------------------------------------------
@@ -315,6 +333,7 @@ class ServerConnection:
     async def _start_proxy(self, tg: Any) -> socket.socket:
         """The server's only way out: a filtering proxy for its own net.hosts, reached over a socket pair."""
         from ..net.proxy import FilteringProxy
+        from ..rules.evaluator import manifest_host_denies
 
         host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 
@@ -322,7 +341,7 @@ class ServerConnection:
             self.network.append(decision)
             del self.network[:-100]
 
-        proxy = FilteringProxy(tuple(self.plan.grant.net_hosts), log)
+        proxy = FilteringProxy(tuple(self.plan.grant.net_hosts), log, denied=manifest_host_denies(self._manifest.rules))
         try:
             await tg.start(proxy.serve_channel, host_end)
         except BaseException:

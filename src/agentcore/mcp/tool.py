@@ -45,9 +45,11 @@ def kind_for(annotations: Any, verified_read_only: bool) -> AcpKind:
     return "other"
 
 
-def clean_description(text: str, server: str, name: str) -> str:
-    """The server's description, white space collapsed and bounded; a fixed text when it gives none (MCP-3)."""
+def clean_description(text: str, server: str, name: str, secrets: tuple[str, ...] = ()) -> str:
+    """The server's description, white space collapsed, secrets scrubbed (MCP-1) and bounded; a fixed text when it gives none (MCP-3)."""
     text = " ".join(text.split()) if text else ""
+    for secret in secrets:  # before the cut, so that no part of one is left at the end
+        text = text.replace(secret, "[secret]")
     if not text:
         return f"The tool {name} of the MCP server {server} (it gives no description)."
     return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
@@ -73,7 +75,7 @@ class McpTool(Tool):
         self.id = ident  # type: ignore[misc]
         self.server = server
         self.name = listed.name
-        self.description = clean_description(listed.description, server.name, listed.name)  # type: ignore[misc]
+        self.description = clean_description(listed.description, server.name, listed.name, server.plan.secrets)  # type: ignore[misc]
         self.parameters = parameters  # type: ignore[misc]
         self.kind = kind  # type: ignore[misc]
         self.default_timeout_s = server.plan.timeout_s  # type: ignore[misc]

@@ -67,6 +67,7 @@ _REASONS = {
 }
 _STATUS_FOR_CODE = {
     "host_not_allowed": 403,
+    "denied_by_rule": 403,
     "forbidden_address": 403,
     "resolve_failed": 502,
     "connect_failed": 502,
@@ -95,8 +96,11 @@ class FilteringProxy:
         head_timeout_s: float = 30.0,
         connect_timeout_s: float = 15.0,
         max_head_bytes: int = 64 * 1024,
+        denied: Callable[[str, int], bool] | None = None,
     ) -> None:
         self.host_patterns = tuple(host_patterns)
+        # NET-8: a manifest deny rule on `net.fetch` (or `*`) naming (host, port) refuses it, net.hosts or not.
+        self._denied = denied
         self._log = log
         self._head_timeout_s = head_timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -210,6 +214,8 @@ class FilteringProxy:
                 return None, b""
 
     async def _target(self, method: str, host: str, port: int) -> tuple[list[IPAddress], HostPattern | None]:
+        if self._denied is not None and self._denied(host, port):
+            raise _Refusal("denied_by_rule", host, port)
         try:
             addresses = await vet_target(host, port, self.host_patterns)
         except AddressRefused as exc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .model import ACTION_RANK, CompiledRule, SubjectKind
 
@@ -128,3 +128,20 @@ class RuleEvaluator:
             return Decision("ask", None, None), decisions
         worst = max(decisions, key=lambda d: ACTION_RANK[d.action])
         return worst, decisions
+
+
+def manifest_host_denies(rules: Sequence[Any]) -> Callable[[str, int], bool]:
+    """(canonical host, port) -> whether a manifest deny rule on `net.fetch` or `*` names it (NET-8, MCP-9).
+
+    For the filtering proxies, which see hosts that no call's arguments showed (a redirect, a server's own
+    requests): the pinned denies hold there too.
+    """
+    from ..net.hosts import format_authority
+
+    evaluator = RuleEvaluator([r for r in rules if r.rule.scope == "manifest" and r.rule.action == "deny"])
+
+    def denied(host: str, port: int) -> bool:
+        subject = Subject("", "net.fetch", "host", format_authority(host, port), host=host, port=port)
+        return bool(evaluator.evaluate(subject).pinned)
+
+    return denied

@@ -90,12 +90,14 @@ class BashTool(Tool):
 
     async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, sink: Any) -> Any:
         from ..net.proxy import FilteringProxy
+        from ..rules.evaluator import manifest_host_denies
 
         # The sandbox's only way out: a socket pair. Its end goes into the sandbox (to
         # the relay alone); every connection the relay accepts arrives here as a descriptor.
         host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         decisions: list[dict[str, Any]] = []
-        proxy = FilteringProxy(tuple(runtime.manifest.effective.net_hosts), decisions.append)
+        proxy = FilteringProxy(tuple(runtime.manifest.effective.net_hosts), decisions.append,
+                               denied=manifest_host_denies(runtime.manifest.rules))
         proxy_done = anyio.Event()
 
         async def serve(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
