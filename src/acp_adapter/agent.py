@@ -320,23 +320,47 @@ class AgentcoreAcp:
         return schema.SetSessionModeResponse()
 
     def _apply_mode(self, state: _State) -> None:
-        """The mode's rules plus the remembered answers, as the session's rules (manifest denies stay pinned)."""
+        """The mode's rules plus the remembered answers, as the session's rules. A mode's denies are pinned:
+        no allow of the manifest, the project or an answer undoes them, however specific (manifest denies
+        stay pinned too), and subagents inherit them pinned."""
         remembered = state.session.remembered()["rules"]
         state.remembered_rules = [tuple(r) for r in remembered if tuple(r) not in self._mode_rules(state, state.mode, all_modes=True)]  # type: ignore[misc]
-        rules = self._mode_rules(state, state.mode) + state.remembered_rules
-        state.session.set_session_rules(rules)
+        mode = self._mode_rules(state, state.mode)
+        state.session.set_session_rules([r for r in mode if r[2] != "deny"] + state.remembered_rules,
+                                        pinned=[(tool, pattern) for tool, pattern, action in mode if action == "deny"])
 
     def _mode_rules(self, state: _State, mode: str, *, all_modes: bool = False) -> list[tuple[str, str, str]]:
-        tools = state.engine.tools(state.session)
         if all_modes:
             return [r for m in MODES for r in self._mode_rules(state, m)]
+        tools = self._mode_tools(state)
         if mode == "read-only":
             catalog = state.engine.catalog  # the engine's own and installed tools; the rest are the session's MCP tools
             return [(t.id, "*", "deny") for t in tools
                     if t.kind in _MUTATING_KINDS or (not catalog.has(t.id) and t.kind not in _READING_KINDS)]
         if mode == "auto-edit":
-            return [(t.id, "*", "allow") for t in tools if t.kind == "edit"]
+            return [(t.id, "*", "allow") for t in state.engine.tools(state.session) if t.kind == "edit"]
         return []
+
+    @staticmethod
+    def _mode_tools(state: _State) -> list[Any]:
+        """Every tool a call in this session or its subagents could reach: the callable ones, the deferred ones
+        `tool_search` may find later, and every installed tool (a subagent's manifest may enable one this
+        session's does not)."""
+        engine, session = state.engine, state.session
+        tools = {t.id: t for t in engine.tools(session)}
+        source = session.stores.tool_source
+        for tid in engine.searchable(session):
+            if tid not in tools and engine.catalog.has(tid):
+                tools[tid] = engine.catalog.get(tid)
+            elif tid not in tools and source is not None and (entry := source.lookup(tid)) is not None:
+                tools[tid] = entry.tool
+        for tid in engine.catalog.ids():
+            if tid not in tools:
+                try:
+                    tools[tid] = engine.catalog.get(tid)
+                except Exception:  # noqa: BLE001 - a plugin that fails to load cannot be called either
+                    continue
+        return list(tools.values())
 
     # -- prompts --------------------------------------------------------------------------------
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> Any:

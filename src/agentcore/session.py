@@ -124,18 +124,26 @@ class Session:
         self._project_rules = rules
         self._engine = None
 
-    def add_session_rule(self, permission: str, pattern: str, action: str) -> None:
-        """Append one rule to the session scope; index 0 is the sidecar rule, the rest follow in the order added."""
-        rule = Rule(permission, pattern, action, scope="session", index=self._session_rule_count)  # type: ignore[arg-type]
+    def add_session_rule(self, permission: str, pattern: str, action: str, *, pinned: bool = False) -> None:
+        """Append one rule to the session scope; index 0 is the sidecar rule, the rest follow in the order added.
+
+        `pinned` (denies only) is for the host's own restrictions, such as a read-only mode: such a deny holds
+        against every allow, as a manifest deny does, and is not one of the session's remembered answers."""
+        if pinned and action != "deny":
+            raise ValueError("only a deny can be pinned")
+        rule = Rule(permission, pattern, action, scope="session", index=self._session_rule_count, pinned=pinned)  # type: ignore[arg-type]
         # A multi-valued or empty expansion yields several or no compiled rules, but one index.
         self._session_rules.extend(compile_rules([rule], self.bindings))
         self._session_rule_count += 1
         self._engine = None
 
-    def set_session_rules(self, rules: list[tuple[str, str, str]]) -> None:
+    def set_session_rules(self, rules: list[tuple[str, str, str]], *, pinned: list[tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+        """Replace the session scope: the sidecar rule, then `pinned` denies (permission, pattern), then `rules`."""
         self._session_rules = []
         self._session_rule_count = 0
         self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
+        for permission, pattern in pinned:
+            self.add_session_rule(permission, pattern, "deny", pinned=True)
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)
 
@@ -146,7 +154,7 @@ class Session:
         reloaded one). The rule that lets the model read its own sidecars is
         per working directory and is not part of it.
         """
-        rules = [(r.rule.permission, r.rule.pattern, r.rule.action) for r in self._session_rules[1:]]
+        rules = [(r.rule.permission, r.rule.pattern, r.rule.action) for r in self._session_rules[1:] if not r.rule.pinned]
         return {
             "rules": [list(r) for r in rules],
             "watchdog_approvals": sorted(list(d) for d in self.stores.watchdog_approvals),

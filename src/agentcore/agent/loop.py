@@ -348,7 +348,14 @@ class AgentLoop:
     # -- subagents -----------------------------------------------------------------------------
     async def _subagent(self, engine: Engine, session: Session, prompt: str, description: str) -> str:
         """The engine's subagent runner for `task`: a child loop on the child engine, same model."""
-        child = AgentLoop(engine, self.model, max_turn_requests=self.max_turn_requests, token_budget=self.token_budget, settings=self.settings,
+        parent_run = self._runs.get(session.parent.id) if session.parent is not None else None
+        budget = self.token_budget
+        if budget is not None and parent_run is not None:
+            # The child spends the parent's budget, not a fresh one: what the run has left, no more.
+            budget -= parent_run.usage.total_tokens
+            if budget <= 0:
+                raise RuntimeError("the run's token budget is used up")
+        child = AgentLoop(engine, self.model, max_turn_requests=self.max_turn_requests, token_budget=budget, settings=self.settings,
                           retry=self.retry, observers=(), _child=True)
         child._observers = self._observers  # the same list: whoever watches the parent sees the child
         result = await child.run(session, prompt)

@@ -702,11 +702,11 @@ def _inherit_rules(parent: Session, child: Session) -> None:
     """Project rules, and the parent's session denies, apply to a subagent's session too."""
     child.set_project_rules(tuple(r for r in parent.rule_evaluator.rules if r.rule.scope == "project"))
     seen: set[tuple[str, str]] = set()
-    for cr in parent.session_rules:
+    for cr in sorted(parent.session_rules, key=lambda r: not r.rule.pinned):  # a pinned deny stays pinned in the child
         key = (cr.rule.permission, cr.rule.pattern)
         if cr.rule.action == "deny" and key not in seen:
             seen.add(key)
-            child.add_session_rule(cr.rule.permission, cr.rule.pattern, "deny")
+            child.add_session_rule(cr.rule.permission, cr.rule.pattern, "deny", pinned=cr.rule.pinned)
 
 
 def _ask_subjects(decisions: Sequence[Decision]) -> tuple[Subject, ...]:

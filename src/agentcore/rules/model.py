@@ -54,6 +54,9 @@ class Rule:
     scope: Scope = "session"
     index: int = 0            # position in its scope's list, for explanations
     origin: str = ""          # file:line where it was written, when known
+    # A session deny the host pins (a permission mode such as ACP's read-only): like a manifest deny, no
+    # allow or ask of any scope, however specific, can override it (PERM-9).
+    pinned: bool = False
 
 
 Matcher = Callable[[str, "object"], bool]
@@ -76,7 +79,7 @@ class CompiledRule:
 
     @property
     def pinned(self) -> bool:
-        return self.rule.scope == "manifest" and self.rule.action == "deny"
+        return self.rule.action == "deny" and (self.rule.scope == "manifest" or self.rule.pinned)
 
     def matcher(self, kind: SubjectKind) -> tuple[Callable[..., bool] | None, int, bool, str]:
         """(match function or None if the pattern cannot apply, literal count, exact, literal prefix)."""

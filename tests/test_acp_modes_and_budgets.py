@@ -1,0 +1,121 @@
+"""A run's token budget covers its subagents; ACP's read-only mode holds against deferred tools and specific allows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from agent_support import ALLOW_ALL, manifest, scripted_loop, write_script
+from agentcore.api import AllowAllWatchdog, Engine, Tool, ToolResult, build_catalog
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def ws(make_workspace: Callable[..., Path]) -> Path:
+    return make_workspace("ws", {"a.txt": "alpha\n" * 50})
+
+
+TASK = {"tool": "task", "args": {"description": "d", "prompt": "work"}}
+
+
+async def test_token_budget_is_not_multiplied_by_subagents(ws: Path, tmp_path: Path) -> None:
+    """A run's token budget covers its subagents: three `task` calls in one turn must not get a full budget each."""
+    budget = 400
+    engine = Engine(manifest(ws, tools=["read", "task"]), watchdog=AllowAllWatchdog())
+    script = write_script(tmp_path / "s.yaml", [
+        {"tool_calls": [dict(TASK, args=dict(TASK["args"])) for _ in range(3)]},
+        # every child (and then the parent) reads forever: only the budget stops them
+        {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}}], "repeat": "forever"},
+    ])
+    async with scripted_loop(engine, script, token_budget=budget) as (loop, seen):
+        with engine.open_session() as session:
+            result = await loop.run(session, "delegate")
+    assert result.stop_reason == "token_budget"
+    # The budget may be overshot by the last request of a run, never multiplied by the number of children.
+    assert result.usage.total_tokens < 2 * budget, result.usage
+
+
+# -- ACP read-only mode and what a session's deny list does not name ---------------------------------
+
+NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+class Wiper(Tool):
+    """A deferred extension tool that deletes (kind `delete`): read-only mode must refuse it."""
+
+    id = "wipe_files"
+    description = "Wipe files in the workspace."
+    parameters = NO_ARGS
+    kind = "delete"
+
+    def __init__(self) -> None:
+        self.ran = False
+
+    async def execute(self, args: dict[str, Any], runtime: Any) -> ToolResult:
+        self.ran = True
+        return ToolResult(data={"wiped": True})
+
+
+def _read_only(engine: Engine, session: Any) -> None:
+    from acp_adapter.agent import AcpOptions, AgentcoreAcp, _State
+
+    acp = AgentcoreAcp(AcpOptions(manifest=Path("unused.yaml"), model=SimpleNamespace(id="m", provider="script")))
+    state = _State(engine, session, loop=None, translator=None)  # type: ignore[arg-type]
+    state.mode = "read-only"
+    acp._apply_mode(state)
+
+
+async def test_read_only_mode_covers_deferred_tools_found_later(ws: Path) -> None:
+    wiper = Wiper()
+    catalog = build_catalog(plugins=False, extra=[wiper])
+    compiled = manifest(ws, tools=("read", "write", "tool_search"), deferred_tools=["wipe_files"], rules=ALLOW_ALL, catalog=catalog)
+    engine = Engine(compiled, catalog=catalog, watchdog=AllowAllWatchdog())
+    with engine.open_session(headless=True) as session:
+        _read_only(engine, session)
+        assert (await engine.call(session, "write", {"path": "b.txt", "content": "x"})).error_code == "denied"
+        found = await engine.call(session, "tool_search", {"query": "wipe files"})
+        assert [t["id"] for t in found.data["tools"]] == ["wipe_files"]
+        env = await engine.call(session, "wipe_files", {})
+    assert env.type == "error" and (env.refusal or {}).get("layer") == "permission", env.to_dict()
+    assert not wiper.ran
+
+
+async def test_read_only_mode_is_not_undone_by_a_specific_manifest_allow(ws: Path) -> None:
+    rules = [{"permission": "write", "pattern": "{workspace}/**", "action": "allow"}, {"permission": "read", "pattern": "*", "action": "allow"}]
+    engine = Engine(manifest(ws, tools=("read", "write"), rules=rules), watchdog=AllowAllWatchdog())
+    with engine.open_session(headless=True) as session:
+        _read_only(engine, session)
+        env = await engine.call(session, "write", {"path": "b.txt", "content": "x"})
+    assert env.type == "error", env.to_dict()
+    assert not (ws / "b.txt").exists()
+
+
+# -- pinned session denies, the core of a mode ------------------------------------------------------
+
+
+async def test_a_pinned_session_deny_beats_every_allow_and_reaches_subagents(ws: Path) -> None:
+    rules = [{"permission": "write", "pattern": "{workspace}/b.txt", "action": "allow"}, {"permission": "task", "pattern": "*", "action": "allow"}]
+    engine = Engine(manifest(ws, tools=("write", "task"), rules=rules), watchdog=AllowAllWatchdog())
+    child_envelopes: list[dict[str, Any]] = []
+
+    async def runner(child_engine: Any, child: Any, prompt: str, description: str) -> str:
+        child_envelopes.append((await child_engine.call(child, "write", {"path": "b.txt", "content": "x"})).to_dict())
+        return "done"
+
+    engine.subagent_runner = runner
+    with engine.open_session(headless=True) as session:
+        # The most specific allows there are: the manifest's exact path, and an "always" answer for it.
+        session.set_session_rules([("write", str(ws / "b.txt"), "allow")], pinned=[("write", "*")])
+        env = await engine.call(session, "write", {"path": "b.txt", "content": "x"})
+        assert env.to_dict()["metadata"]["refusal"]["code"] == "denied"
+        assert session.remembered()["rules"] == [["write", str(ws / "b.txt"), "allow"]]  # the mode is not an answer
+        assert (await engine.call(session, "task", {"description": "d", "prompt": "write it"})).type == "output"
+        with pytest.raises(ValueError):
+            session.add_session_rule("write", "*", "allow", pinned=True)
+    assert [e["metadata"]["refusal"]["code"] for e in child_envelopes] == ["denied"]
+    assert not (ws / "b.txt").exists()
