@@ -198,3 +198,29 @@ async def test_edit_sees_current_content_without_prior_read(src: Path, workspace
     src.write_text("changed outside\n")
     env = await agent.call("edit", {"path": "code.py", "old_string": "outside", "new_string": "inside"})
     assert env.ok and src.read_text() == "changed inside\n"
+
+
+def test_an_always_answer_for_a_path_spelled_like_a_variable_names_that_path_only(tmp_path: Path) -> None:
+    """ASK-3: the remembered rule is the answered path, literally; `{workspace}` in a file name is not expanded."""
+    import anyio
+
+    from agentcore.api import AllowAllWatchdog, Engine, ScriptedBroker, compile_manifest
+
+    ws = Path(os.path.realpath(tmp_path)) / "ws"
+    (ws / "{workspace}").mkdir(parents=True)
+    expanded_twin = Path(f"{ws}/{ws}".replace("//", "/")) / "a.txt"  # what the rule named when `{workspace}` expanded
+    expanded_twin.parent.mkdir(parents=True)
+    m = compile_manifest({"name": "b", "tools": ["write"], "requires": {"fs": {"write": ["{workspace}/**"]}}}, workspace=ws)
+    broker = ScriptedBroker(["allow_always", "reject_once", "reject_once"])
+    engine = Engine(m, broker=broker, watchdog=AllowAllWatchdog())
+
+    async def go() -> list[str]:
+        with engine.open_session() as s:
+            out = [(await engine.call(s, "write", {"path": "{workspace}/a.txt", "content": "x"})).type]
+            out.append((await engine.call(s, "write", {"path": "{workspace}/a.txt", "content": "y"})).type)  # remembered
+            out.append((await engine.call(s, "write", {"path": os.fspath(expanded_twin), "content": "z"})).type)  # never answered
+            return out
+
+    assert anyio.run(go) == ["output", "output", "error"]
+    assert (ws / "{workspace}" / "a.txt").read_text() == "y" and not expanded_twin.exists()
+    assert len(broker.requests) == 2

@@ -73,7 +73,9 @@ _NO_TRACE = CallTrace(enabled=False)
 def exact_pattern(subject: Subject) -> str:
     """A rule pattern matching exactly this subject and nothing else."""
     if subject.kind == "path":
-        return glob_escape(subject.value)
+        # Braces escaped too: a path component spelled like a variable (`{workspace}`) must stay literal,
+        # or the remembered rule would name another path than the one answered (ASK-3).
+        return glob_escape(subject.value).replace("{", "\\{")
     if subject.kind == "command":
         return wcfnmatch.escape(subject.value)
     if subject.kind == "host":
