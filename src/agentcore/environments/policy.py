@@ -63,11 +63,13 @@ def _write_roots(manifest: "CompiledManifest") -> list[Path]:
 
 
 def _read_denied(manifest: "CompiledManifest") -> list[Path]:
-    # Literal denies only: a wildcard names files once a call looks (calltree.py).
-    denied = [p for p in manifest_denies(manifest.rules, read_deny_permissions(manifest)).literal if p.exists()]
+    # Literal denies only: a wildcard names files once a call looks (calltree.py). Whether each exists is
+    # judged per call (the mount plan looks afresh every time): this policy is derived once per engine, and
+    # a `.env` or `~/.aws` written while a session runs must be hidden from the next command all the same.
+    denied = list(manifest_denies(manifest.rules, read_deny_permissions(manifest)).literal)
     home = Path(os.path.expanduser("~"))
     for p in [*(home / rel for rel in SECRET_HOME_PATHS), *map(Path, SYSTEM_SECRET_PATHS)]:
-        if os.path.lexists(p) and not manifest.effective.can_read(os.fspath(p)):
+        if not manifest.effective.can_read(os.fspath(p)):
             denied.append(p)
     return denied
 

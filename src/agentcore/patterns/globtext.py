@@ -9,6 +9,40 @@ everything else is literal.
 from __future__ import annotations
 
 
+def _class_end(pattern: str, i: int) -> int:
+    """Index of the `]` that closes the class opened at `i`, or -1.
+
+    Read as the matchers (wcmatch) read it: a `]` right after `[`, `[!` or `[^`
+    is a member, a backslash escapes the next character and a POSIX class
+    `[:name:]` is one member, so `[[:digit:]]`, `[!]x]` and `[\\]x]` each end at
+    their last `]`. Ending a class earlier than the matcher does would make the
+    text after it look like a literal suffix that matched values need not have,
+    and the rule engine's quick reject would then skip a matching rule.
+    When this reading finds no end, the first `]` past `[x` is taken, as before,
+    so a class is never seen as literal text where a matcher might see a class.
+    """
+    n = len(pattern)
+    j = i + 1
+    if j < n and pattern[j] in "!^":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1
+    while j < n:
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[" and j + 1 < n and pattern[j + 1] in ":.=":
+            close = pattern.find(pattern[j + 1] + "]", j + 2)
+            if close != -1:
+                j = close + 2
+                continue
+        if c == "]":
+            return j
+        j += 1
+    return pattern.find("]", i + 2)
+
+
 def _tokens(pattern: str) -> list[tuple[bool, str]]:
     """(is_literal, text) tokens of a glob pattern."""
     out: list[tuple[bool, str]] = []
@@ -23,7 +57,7 @@ def _tokens(pattern: str) -> list[tuple[bool, str]]:
             out.append((False, ch))
             i += 1
         elif ch == "[":
-            end = pattern.find("]", i + 2)
+            end = _class_end(pattern, i)
             if end == -1:  # an unclosed bracket is a literal character
                 out.append((True, ch))
                 i += 1
@@ -34,6 +68,16 @@ def _tokens(pattern: str) -> list[tuple[bool, str]]:
             out.append((True, ch))
             i += 1
     return out
+
+
+def dangling_escape(pattern: str) -> bool:
+    """True when the pattern ends in a backslash that escapes nothing.
+
+    The matchers (wcmatch) drop such a backslash while these tokens keep it as
+    a literal character, so the two would disagree on what the pattern means:
+    the compilers refuse it instead.
+    """
+    return (len(pattern) - len(pattern.rstrip("\\"))) % 2 == 1
 
 
 def has_wildcard(pattern: str) -> bool:

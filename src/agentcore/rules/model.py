@@ -10,7 +10,7 @@ from typing import Callable, Container, Iterable, Literal
 from wcmatch import fnmatch as wcfnmatch
 
 from ..errors import CompileError
-from ..patterns.globtext import _tokens, glob_literal_count, glob_literal_prefix, has_wildcard
+from ..patterns.globtext import _tokens, dangling_escape, glob_literal_count, glob_literal_prefix, has_wildcard
 from ..patterns.path import compile_path_pattern
 from ..textdata import did_you_mean
 from ..variables import Bindings, expand
@@ -133,6 +133,8 @@ class CompiledRule:
                 prefix = prefix[:-1]
             return (lambda value, subject=None, _m=pp.matches: _m(value)), pp.literal_count, pp.exact, prefix
         if kind == "command":
+            if dangling_escape(text):
+                return None, 0, False, ""  # wcmatch would drop the backslash that the literal counts keep
             regex = re.compile(wcfnmatch.translate(text, flags=wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX | wcfnmatch.CASE)[0][0])
             exact = not has_wildcard(text)
             return (lambda value, subject=None, _r=regex: _r.match(value) is not None), glob_literal_count(text), exact, glob_literal_prefix(text)

@@ -41,7 +41,7 @@ from ..truncation import LineSpool
 from . import _schemas
 from ._rg import list_files_raw, part_glob, read_records, rg_output, rg_run
 from .base import CallContext, Tool, ToolResult
-from .glob import basename_prefilter, compile_relative_glob
+from .glob import basename_prefilter, compile_relative_glob, filter_names
 
 MAX_LINE_CHARS = 2000  # bytes of a line's text (FILE-14)
 LONG_LINE_MARK = b" [... omitted end of long line]"
@@ -288,7 +288,7 @@ class GrepTool(Tool):
         # A name with a newline is skipped: rg's line-oriented output could not attribute its matches safely.
         rels = [raw.decode("utf-8", "surrogateescape") for raw in raws if b"\n" not in raw]
         if filt is not None:
-            rels = [rel for rel in rels if filt.match(rel.rsplit("/", 1)[-1] if only_name else rel)]
+            rels = await filter_names(rels, lambda rel: filt.match(rel.rsplit("/", 1)[-1] if only_name else rel))
         rels = scope.screen_out(rels, prefix)
         files = [rel for rel in rels if scope.shows(prefix + rel)]
         if not files:  # still report an invalid pattern
