@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from agentcore.api import Engine, compile_manifest
@@ -245,23 +246,32 @@ async def test_endless_list_changed_notifications_keep_memory_bounded(tmp_path: 
     assert kept <= 3 * len(tools), kept  # the current listing and the one in the making, not every past one
 
 
-async def test_checking_many_large_schemas_never_blocks_the_session(tmp_path: Path) -> None:
-    """Each schema may be checked in a fraction of a second, but a listing of many must let everything else run meanwhile."""
+async def test_checking_many_large_schemas_never_blocks_the_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each schema may take a fraction of a second to check, but a listing of many must let everything else run
+    between two checks: other calls, their timeouts and cancels. A ticking task counts the loop's turns, and
+    each check notes the count it saw."""
+    from agentcore.mcp import schemas
+
     def big(i: int) -> dict[str, Any]:
         return {"type": "object", "properties": {f"p{i}_{j}": {"type": "string"} for j in range(1800)}}
 
     config = tmp_path / "bad.json"
     config.write_text(json.dumps({"tools": [tool(f"t{i}", big(i)) for i in range(16)]}))
     engine = Engine(compile_manifest(manifest({"bad": server(BAD, str(config), read=[str(config)])}), workspace=tmp_path))
-    gaps: list[float] = []
+    ticks = [0]
+    seen: list[int] = []
+    check = schemas.check_input_schema
+
+    def noting(schema: Any) -> Any:
+        seen.append(ticks[0])
+        return check(schema)
+
+    monkeypatch.setattr(schemas, "check_input_schema", noting)
 
     async def ticker() -> None:
-        last = anyio.current_time()
         while True:
-            await anyio.sleep(0.05)
-            now = anyio.current_time()
-            gaps.append(now - last)
-            last = now
+            await anyio.lowlevel.checkpoint()
+            ticks[0] += 1
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
@@ -272,7 +282,7 @@ async def test_checking_many_large_schemas_never_blocks_the_session(tmp_path: Pa
             await session.stores.tool_source.aclose()
         tg.cancel_scope.cancel()
     assert status["state"] == "ready" and len(status["tools"]) == 16, status
-    assert max(gaps) < 2.0, max(gaps)  # the event loop (other calls, their timeouts, cancels) kept running
+    assert len(seen) >= 16 and all(b > a for a, b in zip(seen, seen[1:])), seen  # the loop turned between every two checks
 
 
 async def test_a_secret_in_a_tool_description_never_reaches_the_model(tmp_path: Path) -> None:

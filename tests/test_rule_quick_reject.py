@@ -1,4 +1,4 @@
-"""Review findings (manifest, rules, patterns): each test shows a call decided wrongly."""
+"""Rule patterns decide as their matcher reads them, and in bounded time: each test shows a call that was decided wrongly or not at all."""
 
 from __future__ import annotations
 
@@ -72,3 +72,32 @@ def test_quick_reject_agrees_with_matcher_on_bracket_text(pattern: str, values: 
             for v in (pre + x for x in values):
                 if "//" not in v and fn(v):
                     assert v.startswith(prefix) and (v.endswith(suffix) or v[-1:] in ("/", "\n")), (pattern, v)
+
+
+# -- `**` runs: matching one value costs about depth^n for n of them -----------------------------------
+
+
+@pytest.mark.parametrize("scope", ["manifest", "project", "session"])
+@pytest.mark.parametrize("permission", ["read", "fs.read", "*"])
+def test_a_rule_with_more_than_three_globstar_runs_is_refused_in_every_scope(scope: str, permission: str) -> None:
+    from agentcore.errors import CompileError
+
+    # Refused, not skipped: a deny that matched nothing would vanish.
+    with pytest.raises(CompileError, match=r"more than 3 '\*\*' runs"):
+        _engine((scope, permission, "{workspace}/**/x/**/x/**/y/**/c", "deny"))
+
+
+def test_three_globstar_runs_are_still_allowed_and_decide_deep_paths() -> None:
+    engine = _engine(("manifest", "fs.read", "{workspace}/**/x/**/y/**/c", "deny"), ("project", "read", "{workspace}/**", "allow"))
+    deep = "/ws/" + "/".join(["x"] * 500) + "/c"  # 1 KiB of components the spans can split every way
+    assert engine.evaluate(Subject("read", "fs.read", "path", deep)).action == "allow"  # (four runs: 2.2 s here, 137 s at 4 KiB)
+    assert engine.evaluate(Subject("read", "fs.read", "path", "/ws/a/x/b/y/c")).action == "deny"
+
+
+def test_a_manifest_scope_pattern_with_more_than_three_globstar_runs_is_a_located_error(tmp_path: Path) -> None:
+    from agentcore.api import ManifestError, load_manifest
+
+    m = tmp_path / "m.yaml"
+    m.write_text("name: g\ntools: [read]\nrequires:\n  fs:\n    read: ['{workspace}/**/a/**/b/**/c/**']\n")
+    with pytest.raises(ManifestError, match=r"m.yaml:5"):
+        load_manifest(m, workspace=tmp_path)

@@ -43,34 +43,6 @@ async def test_a_literal_read_deny_hides_a_file_created_after_the_first_call(age
 DEEP_DIRS = 60  # `x/x/.../x/y`: a path of 121 bytes, which `write` creates with its parents
 
 
-async def _loop_stall(call: Any) -> tuple[Any, float, float]:
-    """Run `call()`; (its result, its duration, the longest gap a ticking task saw meanwhile)."""
-    import time
-
-    import anyio
-
-    gaps = [0.0]
-    done = anyio.Event()
-
-    async def tick() -> None:
-        last = time.monotonic()
-        while not done.is_set():
-            await anyio.sleep(0.01)
-            now = time.monotonic()
-            gaps[0] = max(gaps[0], now - last)
-            last = now
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(tick)
-        started = time.monotonic()
-        try:
-            out = await call()
-        finally:
-            done.set()
-        took = time.monotonic() - started
-    return out, took, gaps[0]
-
-
 @pytest.mark.parametrize("tool", ["glob", "grep"])
 async def test_a_glob_with_many_globstars_cannot_stall_the_engine(workspace: Any, make_agent: Callable[..., Any], tool: str) -> None:
     """Several `**` components make the translated regex backtrack polynomially in a path's depth
@@ -82,10 +54,12 @@ async def test_a_glob_with_many_globstars_cannot_stall_the_engine(workspace: Any
     assert (await agent.call("write", {"path": deep, "content": "needle\n"})).ok
     pattern = "**/x/" * 6 + "b"
     args = {"pattern": pattern} if tool == "glob" else {"pattern": "needle", "glob": pattern}
-    env, took, stall = await _loop_stall(lambda: agent.call(tool, args))
-    assert stall < 1.0 and took < 2.0, (took, stall, env.to_dict())
-    # Control: the usual patterns (up to two `**`) still match the deep file, quickly.
+    env = await agent.call(tool, args)
+    # Refused before any matching (FILE-12, FILE-15), and the text does not echo the pattern (ENVL-6).
+    assert env.type == "error" and env.to_dict()["metadata"]["error_code"] == "invalid_arguments", env.to_dict()
+    assert pattern not in env.to_dict()["error_text"]
+    # The usual patterns (up to two `**`) still match the deep file.
     good = "**/x/**/y"
     args = {"pattern": good} if tool == "glob" else {"pattern": "needle", "glob": good}
-    env, took, stall = await _loop_stall(lambda: agent.call(tool, args))
-    assert env.ok and env.data["total"] == 1 and took < 2.0, env.to_dict()
+    env = await agent.call(tool, args)
+    assert env.ok and env.data["total"] == 1, env.to_dict()

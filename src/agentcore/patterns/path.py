@@ -17,7 +17,7 @@ from pathlib import Path
 from wcmatch import glob as wcglob
 
 from ..errors import CompileError
-from .globtext import dangling_escape, glob_escape, glob_literal_count, glob_literal_prefix, glob_unescape, has_wildcard
+from .globtext import MAX_GLOBSTAR_RUNS, dangling_escape, glob_escape, glob_literal_count, glob_literal_prefix, glob_unescape, globstar_runs, has_wildcard
 
 _SLASH_RUN = re.compile(r"/{2,}")
 _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
@@ -74,6 +74,8 @@ def _compile_path_pattern(raw: str, expanded: str, anchor: Path | None) -> PathP
         text = text.rstrip("/")
     if dangling_escape(text):
         raise CompileError(f"path pattern {raw!r} ends in a backslash that escapes nothing")
+    if globstar_runs(text) > MAX_GLOBSTAR_RUNS:
+        raise CompileError(f"path pattern {raw!r} has more than {MAX_GLOBSTAR_RUNS} '**' runs")
     exact = not has_wildcard(text)
     prefix = glob_literal_prefix(text)
     base = Path(prefix if exact else (prefix.rsplit("/", 1)[0] or "/"))

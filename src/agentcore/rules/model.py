@@ -10,7 +10,7 @@ from typing import Callable, Container, Iterable, Literal
 from wcmatch import fnmatch as wcfnmatch
 
 from ..errors import CompileError
-from ..patterns.globtext import _tokens, dangling_escape, glob_literal_count, glob_literal_prefix, has_wildcard
+from ..patterns.globtext import MAX_GLOBSTAR_RUNS, _tokens, dangling_escape, glob_literal_count, glob_literal_prefix, globstar_runs, has_wildcard
 from ..patterns.path import compile_path_pattern
 from ..textdata import did_you_mean
 from ..variables import Bindings, expand
@@ -207,6 +207,10 @@ def compile_rules(
                 location=locate(rule, "permission") if locate else where,
             )
         where = locate(rule, "pattern") if locate else where
+        if globstar_runs(rule.pattern) > MAX_GLOBSTAR_RUNS:
+            # Refused whatever the kinds it meets: as a pattern that matches nothing, a deny would vanish.
+            raise CompileError(f"pattern has more than {MAX_GLOBSTAR_RUNS} '**' runs, which no value could be matched against in bounded time",
+                               location=where)
         for text in expand(rule.pattern, bindings, where=where):
             cr = CompiledRule(rule=rule, expanded=text, perm_rank=_perm_rank(perm), anchor=anchor)
             kind = CAPABILITY_KINDS.get(perm)
