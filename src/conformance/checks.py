@@ -96,10 +96,25 @@ def _contains(value: Any, want: Any) -> bool:
     return False
 
 
+def _strings_in(value: Any) -> Iterable[str]:
+    """Every string of a JSON value, object keys included (unescaped, unlike its JSON text)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings_in(item)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings_in(v)
+
+
 def _not_contains(value: Any, want: Any) -> bool:
     if isinstance(value, list) and not isinstance(want, str):
         return want not in value
-    return str(want) not in _text_of(value)
+    needle = str(want)
+    # The JSON text escapes quotes, backslashes and control characters: look in every string as well.
+    return needle not in _text_of(value) and not any(needle in s for s in _strings_in(value))
 
 
 def _length(value: Any, want: Any, cmp: Callable[[int, int], bool]) -> bool:
@@ -122,11 +137,42 @@ def _sorted(value: Any, want: Any) -> bool:
     return (keys == sorted(keys)) == bool(want)
 
 
-def _file_content(value: Any, want: Any) -> bool:
+# The most of one file the runner reads: paths come from the harness (a sidecar's `output_path`).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+def read_regular(path: Any, limit: int = MAX_FILE_BYTES) -> bytes | None:
+    """At most `limit` + 1 bytes of a regular file (following symlinks); None for anything else.
+
+    A harness names these paths: a FIFO, a device or a huge file must neither block nor exhaust the runner.
+    """
     try:
-        return isinstance(value, str) and Path(value).read_bytes() == want.encode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
     except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _file_content(value: Any, want: Any) -> bool:
+    if not isinstance(value, str):
         return False
+    expected = want.encode("utf-8")
+    return read_regular(value, len(expected)) == expected
 
 
 def _type(value: Any, want: Any) -> bool:
@@ -237,10 +283,11 @@ def check_file(path: Path, spec: Mapping[str, Any], snapshot: Mapping[str, bytes
 
 def _content_fails(path: Path, spec: Mapping[str, Any], label: str) -> list[str] | None:
     """What differs in the file's bytes from `content`, `contains`, `size` and `max_size`; None: unreadable."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+    data = read_regular(path)
+    if data is None:
         return None
+    if len(data) > MAX_FILE_BYTES:
+        return [f"{label}: larger than the {MAX_FILE_BYTES} bytes the runner inspects"]
     fails = []
     if "content" in spec and data != spec["content"].encode("utf-8"):
         fails.append(f"{label}: content differs ({len(data)} bytes, expected {len(spec['content'].encode('utf-8'))})")
@@ -254,7 +301,4 @@ def _content_fails(path: Path, spec: Mapping[str, Any], label: str) -> list[str]
 
 
 def _bytes_or_none(path: Path, exists: bool) -> bytes | None:
-    try:
-        return path.read_bytes() if exists else None
-    except OSError:
-        return None
+    return read_regular(path) if exists else None

@@ -29,6 +29,8 @@ from . import PROTOCOL_VERSION
 from .protocol import MAX_MESSAGE_DEPTH, ProtocolViolation, check_reply, request_problem
 
 STDERR_TAIL = 4096
+# The longest reply line the runner accepts: a harness that writes more (or never ends its line) is refused.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
 
 
 class HarnessFault(Exception):
@@ -91,13 +93,23 @@ class CommandTransport:
             await proc.stdin.send(json.dumps(request, separators=(",", ":")).encode() + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             raise _Dead("the harness closed its stdin") from None
-        while b"\n" not in self._buf:
+        limit = MAX_REPLY_BYTES
+        buf = bytearray(self._buf)
+        scanned = 0  # look for the newline only in bytes not searched yet (no quadratic rescans)
+        while (end := buf.find(b"\n", scanned)) < 0:
+            if len(buf) > limit:
+                self._buf = b""
+                raise ProtocolViolation(f"the harness wrote a reply line longer than {limit} bytes")
+            scanned = len(buf)
             try:
                 chunk = await proc.stdout.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 raise _Dead("the harness closed its stdout") from None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
+            buf += chunk
+        if end > limit:
+            self._buf = b""
+            raise ProtocolViolation(f"the harness wrote a reply line longer than {limit} bytes")
+        line, self._buf = bytes(buf[:end]), bytes(buf[end + 1:])
         try:
             return loads_json(line, max_depth=MAX_MESSAGE_DEPTH)
         except StructureError as exc:  # a duplicate key or deep nesting: refused, never recursed into
