@@ -433,7 +433,7 @@ def test_a_task_cannot_forge_the_batchs_own_files(lab: Lab) -> None:
     forged = [{"tool": "write", "args": {"path": rel, "content": '{"id": "other", "status": "end_turn"}\n'},
                "expect": {"type": "error", "error_code": "protected"}}
               for rel in ("out/results.jsonl", "tasks.jsonl", "out/sessions.db", "out/sessions.db-journal", "out/junit.xml",
-                          "out/summary.md", "out/logs/worker-0.log")]
+                          "out/summary.md", "out/logs/worker-0.log", "out/workspaces/other/notes.md")]
     put(lab.root, {"scripts/forge.yaml": yaml.safe_dump([{"text": "Forging.", "tool_calls": forged}, {"text": "Done."}])})
     tasks = lab.tasks([{"id": "forger", "prompt": "p", "workspace": ".", "model": "script:../scripts/forge.yaml"},
                        {"id": "honest", "prompt": "p", "workspace": ".", "model": "script:../scripts/refused.yaml"}],

@@ -107,7 +107,7 @@ def _result(spec: TaskSpec, started: float, t0: float, *, workspace: Path | None
             status: str | None = None, error: str | None = None) -> dict[str, Any]:
     run = outcome.result if outcome is not None else None
     status = outcome.status if outcome is not None else status or "failed"
-    return {
+    return _encodable({
         "id": spec.id,
         "line": spec.line,
         "status": status,
@@ -125,7 +125,19 @@ def _result(spec: TaskSpec, started: float, t0: float, *, workspace: Path | None
         "finished_at": round(time.time(), 3),
         "workspace": str(workspace) if workspace is not None else None,
         "worker": worker_name(),
-    }
+    })
+
+
+def _encodable(value: Any) -> Any:
+    """`value` with every lone surrogate (a model's half of an emoji, say) replaced by U+FFFD: the result must
+    encode as UTF-8 for the worker protocol and results.jsonl, or writing it fails."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    return value
 
 
 # -- workspaces ------------------------------------------------------------------------------------

@@ -103,8 +103,8 @@ class _Worker:
             log.close()
         try:
             await self._loop(proc, queue, on_start, on_done)
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError,
-                ValueError, KeyError, TypeError):  # the process died, or broke the protocol: either way it is lost
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.BrokenResourceError, anyio.ClosedResourceError,
+                OSError, ValueError, KeyError, TypeError):  # the process died, or broke the protocol (a reply too long): it is lost
             await self._lost(proc, on_done)
         finally:
             with anyio.CancelScope(shield=True):

@@ -200,7 +200,9 @@ def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path, prot
         max_turn_requests=limits.max_turn_requests or flags.max_turn_requests,
         timeout_s=limits.timeout_s if limits.timeout_s is not None else config.timeout_s,
         token_budget=limits.token_budget if limits.token_budget is not None else config.token_budget,
-        protect=protect,
+        # A task working in place may hold OUT itself: the template copies of the other tasks are not its to write
+        # (nor to replace with a link that would send later copies, and their removal, elsewhere).
+        protect=protect if task.workspace_template is not None else (*protect, os.fspath((out / "workspaces").absolute())),
     )
 
 

@@ -128,7 +128,9 @@ def load_tasks(path: Path) -> TaskFile:
     tasks: list[Task] = []
     errors: list[LineError] = []
     first_line: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines would also split at U+2028, U+2029 and NEL, which JSON allows
+    # raw inside strings, cutting a valid task in pieces and shifting every later line number.
+    for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         task = parse_line(raw, number, path.parent)
@@ -147,21 +149,26 @@ def parse_line(raw: str, number: int, base: Path) -> Task | LineError:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:
         return LineError(number, f"not valid JSON: {exc.msg} at column {exc.colno}")
+    except (ValueError, RecursionError) as exc:  # an integer of too many digits, arrays or objects nested too deep
+        return LineError(number, f"not valid JSON: {type(exc).__name__}: {str(exc).split(':')[0]}")
     if not isinstance(doc, dict):
         return LineError(number, "a task must be a JSON object")
     try:
         line = _TaskLine.model_validate(doc)
     except ValidationError as exc:
         return LineError(number, _first_error(exc), doc.get("id") if isinstance(doc.get("id"), str) else None)
-    return Task(
-        id=line.id,
-        line=number,
-        prompt=line.prompt,
-        workspace=_path(base, line.workspace),
-        workspace_template=_path(base, line.workspace_template),
-        model=absolute_model(line.model, base),
-        limits=line.limits,
-    )
+    try:
+        return Task(
+            id=line.id,
+            line=number,
+            prompt=line.prompt,
+            workspace=_path(base, line.workspace),
+            workspace_template=_path(base, line.workspace_template),
+            model=absolute_model(line.model, base),
+            limits=line.limits,
+        )
+    except RuntimeError as exc:  # expanduser: `~user` with no such user
+        return LineError(number, f"a path cannot be resolved: {exc}", line.id)
 
 
 def _first_error(exc: ValidationError) -> str:

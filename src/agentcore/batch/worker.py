@@ -40,8 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr
     try:
         anyio.run(_serve, sys.stdin.buffer, protocol, args.db_dir)
-    finally:
+    except BaseException:
+        # The thread blocked reading stdin is not a daemon: a normal exit would wait for it, and so would the
+        # driver, for a reply that never comes. Exit for real, so the driver sees the worker die.
+        import traceback
+
+        traceback.print_exc()
         _remove_own_tmp()
+        sys.stderr.flush()
+        os._exit(1)
+    _remove_own_tmp()
     return 0
 
 
