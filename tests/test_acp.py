@@ -495,30 +495,34 @@ def test_acpx_drives_a_session_end_to_end(setup: dict[str, Any], policy: str) ->
     assert Wire.from_log(messages).validate() == len(messages)
 
 
-async def test_remembered_answers_come_back_only_in_the_workspace_they_were_given_for(
-        tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
-    """An "always" for a command holds in its workspace: loading the session elsewhere asks again."""
+async def _an_always_answer(tmp_path: Path, write_manifest: Callable[..., Path]) -> tuple[Path, Path, Path, Path, Path, str]:
+    """A live ACP session in `ws` whose human answered "always" for `echo hello`: (ws, elsewhere, manifest,
+    script, database, session id)."""
     ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
     for d in (ws, elsewhere):
         d.mkdir()
     manifest = write_manifest({"name": "acp-remember", "tools": ["bash"],
                                "requires": {"shell": [{"cmd": "echo", "args": [{"wildcard": True}]}]}})
-    echo = [{"tool_calls": [{"tool": "bash", "args": {"command": "echo hello"}}]}, {"text": "done"}]
+    script = _script(tmp_path / "echo.yaml", [{"tool_calls": [{"tool": "bash", "args": {"command": "echo hello"}}]}, {"text": "done"}])
     db = tmp_path / "sessions.db"
-
-    def args(script: Path) -> list[str]:
-        return ["--manifest", str(manifest), "--model", f"script:{script}", "--db", str(db)]
-
     live = RecordingClient(answer=lambda tc: "allow_always")
-    async with acp_agent(live, *args(_script(tmp_path / "a.yaml", echo)), cwd=tmp_path) as (conn, _proc):
+    async with acp_agent(live, "--manifest", str(manifest), "--model", f"script:{script}", "--db", str(db), cwd=tmp_path) as (conn, _p):
         await conn.initialize(protocol_version=1)
         sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
         await conn.prompt(session_id=sid, prompt=[text_block("say hello")])
     assert len(live.permissions) == 1
+    return ws, elsewhere, manifest, script, db, sid
+
+
+async def test_remembered_answers_come_back_only_in_the_workspace_they_were_given_for(
+        tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
+    """An "always" for a command holds in its workspace: loading the session elsewhere asks again."""
+    ws, elsewhere, manifest, script, db, sid = await _an_always_answer(tmp_path, write_manifest)
     # (In its own workspace first: a session continued elsewhere is recorded there from then on.)
     for cwd, asked in ((ws, 0), (elsewhere, 1)):
         client = RecordingClient(answer=lambda tc: "reject_once")
-        async with acp_agent(client, *args(_script(tmp_path / "b.yaml", echo)), cwd=tmp_path) as (conn, _proc):
+        async with acp_agent(client, "--manifest", str(manifest), "--model", f"script:{script}", "--db", str(db),
+                             cwd=tmp_path) as (conn, _proc):
             await conn.initialize(protocol_version=1)
             await conn.load_session(cwd=str(cwd), session_id=sid, mcp_servers=[])
             await conn.prompt(session_id=sid, prompt=[text_block("again")])
@@ -527,19 +531,7 @@ async def test_remembered_answers_come_back_only_in_the_workspace_they_were_give
 
 async def test_a_headless_run_continuing_a_session_elsewhere_does_not_inherit_its_answers(
         tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
-    ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
-    for d in (ws, elsewhere):
-        d.mkdir()
-    manifest = write_manifest({"name": "acp-remember", "tools": ["bash"],
-                               "requires": {"shell": [{"cmd": "echo", "args": [{"wildcard": True}]}]}})
-    echo = [{"tool_calls": [{"tool": "bash", "args": {"command": "echo hello"}}]}, {"text": "done"}]
-    db = tmp_path / "sessions.db"
-    script = _script(tmp_path / "a.yaml", echo)
-    live = RecordingClient(answer=lambda tc: "allow_always")
-    async with acp_agent(live, "--manifest", str(manifest), "--model", f"script:{script}", "--db", str(db), cwd=tmp_path) as (conn, _p):
-        await conn.initialize(protocol_version=1)
-        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
-        await conn.prompt(session_id=sid, prompt=[text_block("say hello")])
+    ws, elsewhere, manifest, script, db, sid = await _an_always_answer(tmp_path, write_manifest)
     outcomes = []
     for where in (ws, elsewhere):
         done = subprocess.run([AGENTCORE, "run", "--manifest", str(manifest), "--workspace", str(where), "--model", f"script:{script}",

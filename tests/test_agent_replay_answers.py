@@ -20,6 +20,19 @@ def ws(make_workspace: Callable[..., Path]) -> Path:
     return make_workspace("ws", {"a.txt": "alpha\n"})
 
 
+async def _record(path: Path, ws: Path, script: Path, db: Path, answers: list[str]) -> str:
+    """Run `script` once in `ws`, the human giving `answers` in order, recorded in `db`; the session's id."""
+    engine = Engine(load_manifest(path, workspace=ws), watchdog=AllowAllWatchdog(), broker=ScriptedBroker(answers))
+    with Recorder(db) as recorder:
+        async with scripted_loop(engine, script) as (loop, _seen):
+            loop.add_observer(recorder.observe)
+            with engine.open_session(headless=False) as session:
+                recorder.attach(session, manifest=str(path), workspace=str(ws), model=loop.model.name, title="go")
+                result = await loop.run(session, "go")
+    assert result.stop_reason == "end_turn"
+    return session.id
+
+
 async def test_a_subagents_rejected_call_is_not_approved_by_the_parents_answer_to_the_same_call_id(
         ws: Path, tmp_path: Path, write_manifest: Callable[..., Path]) -> None:
     # Writes ask; the model (or a provider numbering calls per conversation) gives the parent's and the
@@ -36,19 +49,11 @@ async def test_a_subagents_rejected_call_is_not_approved_by_the_parents_answer_t
         {"text": "done"},
     ])
     db = tmp_path / "db.sqlite"
-    engine = Engine(load_manifest(path, workspace=ws), watchdog=AllowAllWatchdog(),
-                    broker=ScriptedBroker(["allow_once", "reject_once"]))  # the human allows the first, rejects the second
-    with Recorder(db) as recorder:
-        async with scripted_loop(engine, script) as (loop, _seen):
-            loop.add_observer(recorder.observe)
-            with engine.open_session(headless=False) as session:
-                recorder.attach(session, manifest=str(path), workspace=str(ws), model=loop.model.name, title="go")
-                result = await loop.run(session, "go")
-    assert result.stop_reason == "end_turn"
+    sid = await _record(path, ws, script, db, ["allow_once", "reject_once"])  # the human allows the first, rejects the second
     assert (ws / "ok.txt").exists() and not (ws / "pwned.txt").exists()
     (ws / "ok.txt").unlink()
 
-    report = await replay_session(db, session.id, path, ws)
+    report = await replay_session(db, sid, path, ws)
 
     assert (ws / "ok.txt").exists()  # the approved call runs again
     assert not (ws / "pwned.txt").exists()  # the rejected one must not: nobody approved it
@@ -67,18 +72,11 @@ async def test_a_subagent_given_its_parents_prompt_does_not_replay_the_parents_a
         {"text": "done"},
     ])
     db = tmp_path / "db.sqlite"
-    engine = Engine(load_manifest(path, workspace=ws), watchdog=AllowAllWatchdog(), broker=ScriptedBroker(["allow_once"]))
-    with Recorder(db) as recorder:
-        async with scripted_loop(engine, script) as (loop, _seen):
-            loop.add_observer(recorder.observe)
-            with engine.open_session(headless=False) as session:
-                recorder.attach(session, manifest=str(path), workspace=str(ws), model=loop.model.name, title="go")
-                result = await loop.run(session, "go")
-    assert result.stop_reason == "end_turn"
+    sid = await _record(path, ws, script, db, ["allow_once"])
     assert (ws / "a.txt").read_text() == "alpha!\n"
     (ws / "a.txt").write_text("alpha\n")
 
-    report = await replay_session(db, session.id, path, ws)
+    report = await replay_session(db, sid, path, ws)
 
     # Which recorded turns belong to which replayed session cannot be told: the approved edit runs at most
     # once (it ran six times, once per subagent level, when the child replayed its parent's turns and answers).

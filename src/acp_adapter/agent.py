@@ -323,16 +323,15 @@ class AgentcoreAcp:
         """The mode's rules plus the remembered answers, as the session's rules. A mode's denies are pinned:
         no allow of the manifest, the project or an answer undoes them, however specific (manifest denies
         stay pinned too), and subagents inherit them pinned."""
-        remembered = state.session.remembered()["rules"]
-        state.remembered_rules = [tuple(r) for r in remembered if tuple(r) not in self._mode_rules(state, state.mode, all_modes=True)]  # type: ignore[misc]
-        mode = self._mode_rules(state, state.mode)
+        tools = self._mode_tools(state)
+        every_mode = {r for m in MODES for r in self._mode_rules(state, m, tools)}
+        state.remembered_rules = [tuple(r) for r in state.session.remembered()["rules"] if tuple(r) not in every_mode]  # type: ignore[misc]
+        mode = self._mode_rules(state, state.mode, tools)
         state.session.set_session_rules([r for r in mode if r[2] != "deny"] + state.remembered_rules,
                                         pinned=[(tool, pattern) for tool, pattern, action in mode if action == "deny"])
 
-    def _mode_rules(self, state: _State, mode: str, *, all_modes: bool = False) -> list[tuple[str, str, str]]:
-        if all_modes:
-            return [r for m in MODES for r in self._mode_rules(state, m)]
-        tools = self._mode_tools(state)
+    @staticmethod
+    def _mode_rules(state: _State, mode: str, tools: list[Any]) -> list[tuple[str, str, str]]:
         if mode == "read-only":
             catalog = state.engine.catalog  # the engine's own and installed tools; the rest are the session's MCP tools
             return [(t.id, "*", "deny") for t in tools

@@ -9,7 +9,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import anyio
 
@@ -137,7 +137,7 @@ class Session:
         self._session_rule_count += 1
         self._engine = None
 
-    def set_session_rules(self, rules: list[tuple[str, str, str]], *, pinned: list[tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+    def set_session_rules(self, rules: Sequence[tuple[str, str, str]], *, pinned: Sequence[tuple[str, str]] = ()) -> None:
         """Replace the session scope: the sidecar rule, then `pinned` denies (permission, pattern), then `rules`."""
         self._session_rules = []
         self._session_rule_count = 0

@@ -96,17 +96,18 @@ def _contains(value: Any, want: Any) -> bool:
     return False
 
 
-def _strings_in(value: Any) -> Iterable[str]:
-    """Every string of a JSON value, object keys included (unescaped, unlike its JSON text)."""
+def json_strings(value: Any, *, keys: bool = True) -> Iterable[str]:
+    """Every string of a JSON value, unescaped (unlike its JSON text); object keys too unless `keys` is false."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, list):
         for item in value:
-            yield from _strings_in(item)
+            yield from json_strings(item, keys=keys)
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield k
-            yield from _strings_in(v)
+            if keys:
+                yield k
+            yield from json_strings(v, keys=keys)
 
 
 def _not_contains(value: Any, want: Any) -> bool:
@@ -114,7 +115,7 @@ def _not_contains(value: Any, want: Any) -> bool:
         return want not in value
     needle = str(want)
     # The JSON text escapes quotes, backslashes and control characters: look in every string as well.
-    return needle not in _text_of(value) and not any(needle in s for s in _strings_in(value))
+    return needle not in _text_of(value) and not any(needle in s for s in json_strings(value))
 
 
 def _length(value: Any, want: Any, cmp: Callable[[int, int], bool]) -> bool:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
+from .checks import json_strings
 from .profiles import EXTENSION, RFC, Tag
 
 KINDS: dict[str, str] = {
@@ -125,21 +126,10 @@ class CallInfo:
     args: Any
 
 
-def _strings(obj: Any) -> Iterable[str]:
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, list):
-        for x in obj:
-            yield from _strings(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _strings(x)
-
-
 def echo_candidates(args: Any) -> set[str]:
     """Argument values an error text must not contain: long values, and the distinctive components of paths."""
     out: set[str] = set()
-    for value in _strings(args):
+    for value in json_strings(args, keys=False):
         if len(value) >= MIN_ECHO and value not in _VOCABULARY:
             out.add(value)
         if "/" in value:

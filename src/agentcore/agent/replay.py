@@ -144,12 +144,21 @@ class _RecordedAnswers:
         return None
 
 
-def _recorded_choices(recorder: Any, session_id: str, out: dict[_AskKey, str] | None = None) -> dict[_AskKey, str]:
-    """Every recorded answer of the session and its subagents', by `_RecordedAnswers`' key."""
-    out = {} if out is None else out
+def _recording(recorder: Any, session_id: str, turns: dict[str, list[Message] | None] | None = None,
+               choices: dict[_AskKey, str] | None = None) -> tuple[dict[str, list[Message] | None], dict[_AskKey, str]]:
+    """One walk of the recorded session tree: each session's model turns by its first user message, and every
+    recorded answer by `_RecordedAnswers`' key.
+
+    A message that began more than one session (a subagent given its parent's prompt, two subagents given the
+    same one) gets None: which turns belong to which replayed session cannot be told, so neither gets any (nor,
+    in `replay_session`, any recorded answer). A key answered two ways is refused: nobody approved it.
+    """
+    turns = {} if turns is None else turns
+    choices = {} if choices is None else choices
     info = recorder.session(session_id)
     history = [Message.from_dict(m) for m in recorder.history(session_id)]
-    conversation = next((m.text for m in history if m.role == "user"), "")
+    first = next((m.text for m in history if m.role == "user"), "")
+    turns[first] = None if first in turns else [m for m in history if m.role == "assistant"]
     asked: dict[str, tuple[str, str, tuple[str, ...]]] = {}
     for event in recorder.events(session_id):
         if event.get("type") == "ask_raised":
@@ -157,26 +166,12 @@ def _recorded_choices(recorder: Any, session_id: str, out: dict[_AskKey, str] | 
             asked[event["call_id"]] = (str(request.get("tool")), str(request.get("layer")), tuple(request.get("subjects") or ()))
         elif event.get("type") == "ask_answered" and event.get("call_id") in asked:
             tool, layer, subjects = asked.pop(event["call_id"])
-            key = (conversation, event["call_id"], tool, layer, subjects)
+            key = (first, event["call_id"], tool, layer, subjects)
             choice = event.get("choice")
-            out[key] = choice if out.get(key, choice) == choice else "reject_once"  # ambiguous: nobody approved it
+            choices[key] = choice if choices.get(key, choice) == choice else "reject_once"
     for child in info["children"]:
-        _recorded_choices(recorder, child, out)
-    return out
-
-
-def _conversations(recorder: Any, session_id: str, out: dict[str, list[Message] | None] | None = None) -> dict[str, list[Message] | None]:
-    """Each recorded session's model turns by its first user message; None for a message that began more
-    than one session (a subagent given its parent's prompt, two subagents given the same one): which
-    turns belong to which replayed session cannot be told, so neither gets any (nor any recorded answer)."""
-    out = {} if out is None else out
-    info = recorder.session(session_id)
-    history = [Message.from_dict(m) for m in recorder.history(session_id)]
-    first = next((m.text for m in history if m.role == "user"), "")
-    out[first] = None if first in out else [m for m in history if m.role == "assistant"]
-    for child in info["children"]:
-        _conversations(recorder, child, out)
-    return out
+        _recording(recorder, child, turns, choices)
+    return turns, choices
 
 
 def _recorded_results(recorder: Any, session_id: str) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -197,9 +192,9 @@ async def replay_session(db: Path, session_id: str, manifest_path: Path, workspa
     try:
         with Recorder(db) as recorder:
             info = recorder.session(session_id)
-            conversations = _conversations(recorder, session_id)
+            conversations, answered = _recording(recorder, session_id)
             recorded = _recorded_results(recorder, session_id)
-            choices = {k: v for k, v in _recorded_choices(recorder, session_id).items() if conversations.get(k[0]) is not None}
+            choices = {k: v for k, v in answered.items() if conversations.get(k[0]) is not None}
     except RecorderError as exc:
         raise ReplayError(str(exc)) from None
     try:

@@ -21,6 +21,7 @@ from wcmatch import glob as wcglob
 
 from ..access import Access, FsAccess
 from ..errors import OutputCapped, ToolFailure
+from ..patterns.globtext import globstar_runs
 from . import _schemas
 from ._rg import decode_all, list_files_raw
 from .base import CallContext, Tool, ToolResult
@@ -30,17 +31,16 @@ _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
 
 # Each `**` component adds a lazy span the translated regex backtracks over: matching one path costs
 # O(depth^n) for n of them, synchronously on the event loop (no deadline or abort can interrupt it).
-# Two keep the worst case near 0.3 s for a 4 KiB path; every run of `*`s of length two or more counts
-# (an upper bound on the globstars, whatever escapes or classes surround it).
+# Two keep the worst case near 0.3 s for a 4 KiB path (this translation backtracks more than the rule
+# engine's path patterns, which allow three: `globtext.MAX_GLOBSTAR_RUNS`).
 MAX_GLOBSTARS = 2
-_GLOBSTAR_RUN = re.compile(r"\*\*+")
 MATCH_YIELD_EVERY = 256  # names matched between two yields to the event loop
 
 
 def compile_relative_glob(pattern: str) -> re.Pattern[str]:
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise ToolFailure("invalid_arguments", "pattern must be relative to path and must not contain '..'")
-    if len(_GLOBSTAR_RUN.findall(pattern)) > MAX_GLOBSTARS:
+    if globstar_runs(pattern) > MAX_GLOBSTARS:
         raise ToolFailure("invalid_arguments", f"pattern may contain '**' at most {MAX_GLOBSTARS} times")
     return _compile(pattern)
 
