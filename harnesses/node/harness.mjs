@@ -85,9 +85,22 @@ function componentRegex(comp) {
 
 function escapeRe(c) { return c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&"); }
 
+// Runs of two or more unescaped `*`: each multiplies the cost of matching one value by its depth (REQ-6, FILE-12).
+function globstarRuns(pattern) {
+  let runs = 0;
+  for (let i = 0; i < pattern.length; i++) {
+    if (pattern[i] === "\\") { i++; continue; }
+    if (pattern[i] === "*" && pattern[i + 1] === "*") { runs++; while (pattern[i + 1] === "*") i++; }
+  }
+  return runs;
+}
+function danglingEscape(pattern) { return ((pattern.length - pattern.replace(/\\+$/, "").length) % 2) === 1; }
+
 // An absolute path pattern compiled for matching canonical paths.
 function compilePathPattern(text) {
   if (!text.startsWith("/")) throw new CompileError(`path pattern is not absolute: ${text}`);
+  if (danglingEscape(text)) throw new CompileError("a path pattern may not end in a backslash that escapes nothing");
+  if (globstarRuns(text) > 3) throw new CompileError("a path pattern may hold at most three ** runs");
   const comps = text.split("/").filter((c) => c !== "");
   let src = "", literal = comps.length, wild = false;
   for (const c of comps) {
@@ -150,6 +163,7 @@ function compileRules(rules, scope, bindings, workspace, knownCaps, offset = 0) 
     const p = r.permission;
     if (p !== "*" && !knownCaps.has(p) && !CAPS.has(p) && !LOCKED.includes(p)) throw new CompileError(`rule permission ${p} is not a tool, a capability or *`);
     const rank = p === "*" ? 0 : p.includes(".") ? 1 : 2;
+    if (globstarRuns(r.pattern) > 3) throw new CompileError(`${scope} rule #${index + 1}: a pattern may hold at most three ** runs`);
     for (const text of expand(r.pattern, bindings, `${scope} rule #${index + 1}`)) {
       let path = null;
       if (text !== "*") {
@@ -376,8 +390,8 @@ function validate(tool, args) {
     if (type === "integer" && v < min) return `/${k}: minimum`;
   }
   if (tool === "read" && ("offset" in args || "limit" in args) && ("byte_offset" in args || "byte_length" in args)) return "/: a line window and a byte window cannot be combined (not)";
-  if (tool === "glob" && climbs(args.pattern)) return "/pattern: pattern";
-  if (tool === "grep" && "glob" in args && climbs(args.glob)) return "/glob: pattern";
+  if (tool === "glob" && (climbs(args.pattern) || globstarRuns(args.pattern) > 2)) return "/pattern: pattern";
+  if (tool === "grep" && "glob" in args && (climbs(args.glob) || globstarRuns(args.glob) > 2)) return "/glob: pattern";
   return null;
 }
 
