@@ -72,6 +72,12 @@ class ServerPlan:
         values = {v for v in (*self.env.values(), *self.headers.values()) if len(v) >= MIN_SECRET_CHARS}
         return tuple(sorted(values, key=lambda v: (-len(v), v)))
 
+    def scrub(self, text: str) -> str:
+        """`text` with every one of `secrets` replaced by `[secret]` (MCP-1), longest first."""
+        for value in self.secrets:
+            text = text.replace(value, "[secret]")
+        return text
+
     def describe(self) -> str:
         """Where it runs, for status output: the command and args, or the URL without query (no values of env or headers)."""
         if self.transport == "stdio":

@@ -328,7 +328,7 @@ class ServerConnection:
         if self._broken_reason and code is not None and "exited" in self._broken_reason:
             self._broken_reason = f"{self._broken_reason}; exit status {code}" if code >= 0 else f"{self._broken_reason}; killed by signal {-code}"
         if proc.stderr_tail():
-            _log.debug("MCP server %s stderr (tail): %s", self.name, _scrub(proc.stderr_tail().decode("utf-8", "replace"), self.plan.secrets))
+            _log.debug("MCP server %s stderr (tail): %s", self.name, self.plan.scrub(proc.stderr_tail().decode("utf-8", "replace")))
 
     async def _start_proxy(self, tg: Any) -> socket.socket:
         """The server's only way out: a filtering proxy for its own net.hosts, reached over a socket pair."""
@@ -427,7 +427,3 @@ def _describe(exc: BaseException) -> str:
     return f"failed to start ({type(exc).__name__})"
 
 
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    for value in secrets:
-        text = text.replace(value, "[secret]")
-    return text

@@ -13,7 +13,7 @@ under. The rules then decide on the tool id (default `ask`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import Refusal
 from ..tools.base import CallContext, Tool, ToolResult
@@ -45,11 +45,10 @@ def kind_for(annotations: Any, verified_read_only: bool) -> AcpKind:
     return "other"
 
 
-def clean_description(text: str, server: str, name: str, secrets: tuple[str, ...] = ()) -> str:
+def clean_description(text: str, server: str, name: str, scrub: Callable[[str], str] = str) -> str:
     """The server's description, white space collapsed, secrets scrubbed (MCP-1) and bounded; a fixed text when it gives none (MCP-3)."""
-    text = " ".join(text.split()) if text else ""
-    for secret in secrets:  # before the cut, so that no part of one is left at the end
-        text = text.replace(secret, "[secret]")
+    # Scrubbed first: before white space is collapsed (a value may hold some) and before the cut.
+    text = " ".join(scrub(text).split()) if text else ""
     if not text:
         return f"The tool {name} of the MCP server {server} (it gives no description)."
     return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
@@ -75,7 +74,7 @@ class McpTool(Tool):
         self.id = ident  # type: ignore[misc]
         self.server = server
         self.name = listed.name
-        self.description = clean_description(listed.description, server.name, listed.name, server.plan.secrets)  # type: ignore[misc]
+        self.description = clean_description(listed.description, server.name, listed.name, server.plan.scrub)  # type: ignore[misc]
         self.parameters = parameters  # type: ignore[misc]
         self.kind = kind  # type: ignore[misc]
         self.default_timeout_s = server.plan.timeout_s  # type: ignore[misc]
@@ -111,8 +110,7 @@ class McpTool(Tool):
         finally:
             swept = await self.server.sweep()  # whatever the call did, nothing protected it made stays (ENV-7)
         text = render_result(list(getattr(result, "content", None) or []), getattr(result, "structured_content", None))
-        for secret in self.server.plan.secrets:
-            text = text.replace(secret, "[secret]")
+        text = self.server.plan.scrub(text)
         spool = runtime.byte_spool(runtime.limits.default_bytes)
         try:
             spool.write_sync(text.encode("utf-8", "replace"))
