@@ -10,6 +10,7 @@ import select
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 import tracemalloc
 from collections.abc import Iterator
@@ -186,6 +187,39 @@ async def test_placeholders_left_by_a_crashed_run_are_removed_by_the_next_run(bw
     assert code == 0
     assert snapshot(ws) == before | {"notes.txt": snapshot(ws)["notes.txt"]}
     assert not (ws / ".bashrc").exists() and not (ws / ".vscode").exists() and (ws / "notes.txt").exists()
+
+
+async def test_lock_file_is_kept_empty_between_runs_and_unlinked_at_exit(bwrap: BwrapEnvironment, tree: Path) -> None:
+    """The last run out empties the root's lock file (no create/unlink per run); the process unlinks it on exit."""
+    ws = tree / "ws"
+    pol = policy(ws, protected=(ws / ".bashrc", ws / ".vscode"))
+    lock = bwrap_module._lock_path(ws)
+    for _ in range(2):
+        code, _ = await sh(bwrap, "true", pol)
+        assert code == 0
+        assert lock.exists() and lock.stat().st_size == 0  # placeholders listed, removed, list emptied
+        assert not (ws / ".bashrc").exists() and not (ws / ".vscode").exists()
+    bwrap_module._drop_locks()
+    assert not lock.exists()
+    # A separate process that runs once leaves no lock file once it has exited.
+    other = tree / "other"
+    other.mkdir()
+    script = (
+        "import anyio, sys\n"
+        "from pathlib import Path\n"
+        "from agentcore.environments import SandboxPolicy, get_environment\n"
+        "from agentcore.environments.bwrap import _lock_path\n"
+        "ws = Path(sys.argv[1])\n"
+        f"pol = SandboxPolicy(cwd=ws, write_roots=(ws,), read_denied=(), protected=(ws / '.bashrc',), env={ENV!r})\n"
+        "class Sink:\n"
+        "    async def write(self, chunk): pass\n"
+        "out = anyio.run(lambda: get_environment('bwrap').run(['true'], pol, timeout_s=20, sink=Sink()))\n"
+        "print(out.exit_code, _lock_path(ws).exists(), _lock_path(ws))\n"
+    )
+    proc = await anyio.run_process([sys.executable, "-c", script, str(other)], check=False)
+    code_s, kept_s, path_s = proc.stdout.decode().split()
+    assert proc.returncode == 0 and code_s == "0" and kept_s == "True"  # kept while the process lived
+    assert not Path(path_s).exists() and not (other / ".bashrc").exists()
 
 
 async def test_placeholders_survive_a_concurrent_run_finishing_first(bwrap: BwrapEnvironment, tree: Path) -> None:

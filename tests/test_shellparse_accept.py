@@ -263,3 +263,21 @@ def test_refusal_pickles() -> None:
         parse_shell("echo $x")
     again = pickle.loads(pickle.dumps(info.value))
     assert (again.code, again.message) == (info.value.code, info.value.message)
+
+
+def test_a_remembered_parse_is_shared_and_immutable_and_refusals_are_raised_every_time() -> None:
+    import dataclasses
+
+    from agentcore.shell.parse import PARSE_CACHE_MAX_CHARS
+
+    first, again = parse_shell("git status && ls -la"), parse_shell("git status && ls -la")
+    assert first is again  # remembered: the second call did not parse
+    assert isinstance(first.commands, tuple) and all(isinstance(c.argv, tuple) for c in first.commands)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.commands[0].argv = ("rm", "-rf", "/")  # type: ignore[misc]
+    for _ in range(2):
+        with pytest.raises(ShellRefused):
+            parse_shell("echo $(")
+    long = "echo " + "a" * PARSE_CACHE_MAX_CHARS
+    assert parse_shell(long) is not parse_shell(long)  # too long to remember, parsed each time
+    assert parse_shell(long).commands[0].argv == ("echo", "a" * PARSE_CACHE_MAX_CHARS)

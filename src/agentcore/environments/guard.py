@@ -32,7 +32,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..protected import (
@@ -405,11 +405,15 @@ class Observation:
         return [t.root for t in self.trees if t.writable and t.root_protected]
 
 
-def observe(write_roots: Sequence[str], read_roots: Sequence[str] = ()) -> Observation:
-    """The state of every writable root and of every read root that no writable root holds."""
-    w = [os.path.realpath(r) for r in write_roots]
+def observe(write_roots: Sequence[str], read_roots: Sequence[str] = (), *,
+            realpath: Callable[[str], str] = os.path.realpath) -> Observation:
+    """The state of every writable root and of every read root that no writable root holds.
+
+    `realpath`: the caller's (memoised) resolution, when it resolves the same roots again itself.
+    """
+    w = [realpath(r) for r in write_roots]
     trees = [state_of(r, True) for r in dict.fromkeys(w)]
-    for r in dict.fromkeys(os.path.realpath(x) for x in read_roots):
+    for r in dict.fromkeys(realpath(x) for x in read_roots):
         if not any(r == x or r.startswith(x.rstrip("/") + "/") for x in w) and os.path.isdir(r):
             trees.append(state_of(r, False))
     return Observation(tuple(trees))

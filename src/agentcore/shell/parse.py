@@ -19,6 +19,7 @@ Refusal messages carry a stable code and an offset, never argument text.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass
@@ -736,10 +737,27 @@ def _ts_gate(data: bytes, expected: int) -> None:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+# Sources up to this length have their parse remembered: agents repeat commands (`git status`, the
+# test command), and a parse costs 0.05-0.1 ms a call. The result is immutable (frozen dataclasses
+# of tuples), so every caller can share it; a refusal is never remembered (it is raised again).
+PARSE_CACHE_MAX_CHARS = 4096
+
+
 def parse_shell(source: str) -> ParsedShell:
     """Parse ``source`` into its simple commands or raise :class:`ShellRefused`."""
     if not isinstance(source, str):
         raise ShellRefused("syntax", "source must be text")
+    if len(source) <= PARSE_CACHE_MAX_CHARS:
+        return _parse_remembered(source)
+    return _parse(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_remembered(source: str) -> ParsedShell:
+    return _parse(source)
+
+
+def _parse(source: str) -> ParsedShell:
     try:
         data = source.encode("utf-8")
     except UnicodeEncodeError:
