@@ -32,7 +32,8 @@ SHELL = [
     *(arity(c, n) for c in ("cat", "tee", "mv", "ln", "cp", "rm") for n in (1, 2)),
     arity("mkdir", 2),
 ]
-DEEP = "a/b/c/d/e/f/g/h/i"  # below the walk's 8 levels
+DEEP = "a/b/c/d/e/f/g/h/i"  # below a walk bounded at 8 levels
+SHALLOW_WALK = {"walk_depth": 8}  # DEEP lies beyond this walk (the default reaches 32 levels)
 
 
 async def run(agent: Any, command: str) -> dict[str, Any]:
@@ -64,10 +65,11 @@ async def test_tee_through_a_hard_link_to_an_outside_file_changes_nothing(agent_
 async def test_a_hard_link_cannot_be_carried_below_the_walk(agent_for: Callable[..., Any], lab: Lab) -> None:
     target = lab.outside / "target.txt"
     os.link(target, lab.ws / "sub" / "hl")
-    agent = agent_for(SHELL)
+    agent = agent_for(SHELL, limits=SHALLOW_WALK)
     assert (await run(agent, f"mkdir -p {DEEP}"))["exit_code"] == 0
     data = await run(agent, f"mv sub {DEEP}/sub")
-    assert data["exit_code"] != 0 and "busy" in data["output"].lower(), data
+    # `sub` is pinned (busy), and what lies beyond the walk is read-only besides.
+    assert data["exit_code"] != 0 and ("busy" in data["output"].lower() or "Read-only" in data["output"]), data
     assert (lab.ws / "sub" / "hl").exists() and not (lab.ws / DEEP / "sub").exists()
     assert (await run(agent, "tee sub/hl"))["exit_code"] != 0
     assert target.read_text() == "original\n"
@@ -168,7 +170,7 @@ async def test_wildcard_denied_files_cannot_be_moved_below_the_walk(agent_for: C
     d.mkdir()
     (d / "k.secret").write_text(SECRET)
     agent = agent_for(SHELL, rules=deny_read(pattern))
-    assert (await run(agent, f"mkdir -p {DEEP}"))["exit_code"] == 0
+    assert (await run(agent, f"mkdir -p {DEEP}"))["exit_code"] == 0  # within the default walk: it only shows the pins hold
     data = await run(agent, f"mv {name} {DEEP}/{name}")
     assert data["exit_code"] != 0 and "busy" in data["output"].lower(), data
     for path in (f"{DEEP}/{name}/k.secret", f"{name}/k.secret"):
@@ -176,13 +178,58 @@ async def test_wildcard_denied_files_cannot_be_moved_below_the_walk(agent_for: C
     assert (d / "k.secret").read_text() == SECRET and not (lab.ws / DEEP / name).exists()
 
 
-async def test_control_a_file_below_the_walk_is_not_hidden(agent_for: Callable[..., Any], lab: Lab) -> None:
-    """Why the pins matter: what lies deeper than the walk reaches is not masked (ENV-6 bound)."""
+async def test_a_walk_that_stops_at_a_bound_while_hunting_read_denies_refuses_the_call(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """Fail closed (ENV-6): a denied file beyond the walk cannot be masked, so the command does not run at all."""
     deep = lab.ws / DEEP / "vault"
     deep.mkdir(parents=True)
     (deep / "k.secret").write_text(SECRET)
+    env = await agent_for(SHELL, rules=deny_read("**/vault/**"), limits=SHALLOW_WALK).call(
+        "bash", {"command": f"cp {DEEP}/vault/k.secret leaked"})
+    wire = env.to_dict()
+    assert env.type == "error" and env.refusal == {**env.refusal, "layer": "environment", "code": "unavailable"}, wire
+    assert "limits.walk_depth" in (env.error_text or "") and SECRET.strip() not in str(wire)
+    assert not (lab.ws / "leaked").exists()  # the command never ran
+    # The default bounds reach it: the call runs, and the directory is masked.
     data = await run(agent_for(SHELL, rules=deny_read("**/vault/**")), f"cat {DEEP}/vault/k.secret")
-    assert data["output"] == SECRET
+    assert SECRET.strip() not in data["output"] and data["exit_code"] != 0, data  # `vault/` is an empty directory there
+    assert (deep / "k.secret").read_text() == SECRET
+
+
+async def test_beyond_the_walk_depth_a_writable_tree_is_read_only(agent_for: Callable[..., Any], lab: Lab) -> None:
+    """What the walk does not list may hold hard links to anywhere (a pnpm store): read-only for the call (ENV-13)."""
+    deep = lab.ws / DEEP
+    deep.mkdir(parents=True)
+    target = lab.outside / "target.txt"
+    os.link(target, deep / "hl")  # beyond the shallow walk: it cannot know the link leads outside
+    (deep / "plain.txt").write_text("plain\n")
+    agent = agent_for(SHELL, limits=SHALLOW_WALK)
+    env = await agent.call("bash", {"command": f"tee -a {DEEP}/hl"})
+    data = assert_ran(env)
+    assert data["exit_code"] != 0 and "Read-only file system" in data["output"], data
+    assert env.to_dict()["metadata"].get("walk_bounded", 0) >= 1, env.to_dict()
+    assert target.read_text() == "original\n" and inode(target)[1] == 2
+    assert (await run(agent, f"tee {DEEP}/plain.txt"))["exit_code"] != 0  # an ordinary file there too
+    assert (deep / "plain.txt").read_text() == "plain\n"
+    assert (await run(agent, "tee sub/shallow.txt"))["exit_code"] == 0  # within the walk: writable
+    # Control: the default walk lists it all; the plain file is written, the link stays read-only.
+    full = agent_for(SHELL)
+    env = await full.call("bash", {"command": f"tee {DEEP}/plain.txt"})
+    assert assert_ran(env)["exit_code"] == 0 and "walk_bounded" not in env.to_dict()["metadata"]
+    assert (deep / "plain.txt").read_text() == ""
+    assert (await run(full, f"tee -a {DEEP}/hl"))["exit_code"] != 0 and target.read_text() == "original\n"
+
+
+async def test_beyond_the_walk_entry_bound_a_writable_tree_is_read_only(agent_for: Callable[..., Any], lab: Lab) -> None:
+    target = lab.outside / "target.txt"
+    os.link(target, lab.ws / "sub" / "hl")
+    (lab.ws / "sub" / "plain.txt").write_text("plain\n")
+    agent = agent_for(SHELL, limits={"walk_entries": 1})  # the top's listing alone passes it: `sub` is never listed
+    env = await agent.call("bash", {"command": "tee -a sub/hl"})
+    assert assert_ran(env)["exit_code"] != 0 and env.to_dict()["metadata"].get("walk_bounded", 0) >= 1, env.to_dict()
+    assert (await run(agent, "tee sub/plain.txt"))["exit_code"] != 0
+    assert target.read_text() == "original\n" and (lab.ws / "sub" / "plain.txt").read_text() == "plain\n"
+    assert (await run(agent, "tee a.txt"))["exit_code"] == 0  # the top was listed: writable
+    assert (lab.ws / "a.txt").read_text() == ""
 
 
 async def test_a_write_root_that_is_a_hard_linked_file_is_read_only(make_agent: Callable[..., Any], lab: Lab) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentcore.environments.calltree import scan
+from agentcore.environments.calltree import WalkBounded, scan
 from agentcore.environments.denies import READ_DENY_PERMISSIONS, WRITE_DENY_PERMISSIONS, manifest_denies
 from agentcore.rules.model import Rule, compile_rules
 from agentcore.variables import Bindings
@@ -51,14 +51,29 @@ def test_wildcard_denies_name_files_and_whole_directories(tmp_path: Path) -> Non
     assert scan([], [ws], []).denied == ()  # no denies: the read roots are not even walked
 
 
-def test_the_walk_is_bounded(tmp_path: Path) -> None:
+def test_the_walk_is_bounded_and_fails_closed(tmp_path: Path) -> None:
+    """ENV-6: hunting read denies, a walk cut short is an error; otherwise what it left unlisted is read-only."""
     ws = tmp_path / "ws"
     deep = ws.joinpath(*[f"d{i}" for i in range(12)])
     deep.mkdir(parents=True)
     (deep / "far.pem").write_text("")
     (ws / "near.pem").write_text("")
-    assert set(scan([], [ws], denies(ws, "**/*.pem")).denied) == {ws / "near.pem"}  # past 8 levels: not found (SPEC ENV-6)
-    assert scan([], [ws], denies(ws, "**/*.pem"), max_entries=1).denied in ((), (ws / "near.pem",))
+    assert set(scan([], [ws], denies(ws, "**/*.pem"), max_depth=32).denied) == {ws / "near.pem", deep / "far.pem"}
+    for bounds in ({"max_depth": 8}, {"max_entries": 1}):
+        with pytest.raises(WalkBounded, match="limits.walk_entries or limits.walk_depth"):
+            scan([], [ws], denies(ws, "**/*.pem"), **bounds)
+    # Writable and nothing to hunt: the unlisted directories are read-only (covered), the listed ones are not.
+    found = scan([ws], max_depth=8)
+    assert found.bounded == 1 and found.linked == (ws.joinpath(*[f"d{i}" for i in range(9)]),) and found.frozen == ()
+    found = scan([ws], max_entries=1)
+    assert found.bounded == 1 and found.linked == (ws / "d0",)
+    assert scan([ws], max_depth=32).bounded == 0 and scan([ws], max_depth=32).linked == ()
+    # A second root never listed at all is read-only whole.
+    other = tmp_path / "other"
+    (other / "o1").mkdir(parents=True)
+    (other / "o2").write_text("")  # whichever root is listed first passes the bound alone
+    found = scan([ws, other], max_entries=1)
+    assert found.frozen in ((ws,), (other,)) and found.bounded >= 1
 
 
 NAMES = st.sampled_from(["a", "b.pem", "c.key", "private", "x.txt", ".env", "n", ".github", ".vscode", "pyvenv.cfg", ".git"])
@@ -224,23 +239,35 @@ def test_reused_links_match_a_fresh_walk_until_a_directory_changes(tmp_path: Pat
     assert scan([ws]) == again
 
 
-def test_a_recently_modified_tree_is_not_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A directory changed within a step of the filesystem's clock may change again unseen: its walk is
-    not remembered, so a link added to an existing file from outside the walk is still found."""
-    from agentcore import timestamps
+def test_links_are_reused_while_the_names_are_unchanged_whatever_the_ctimes(tmp_path: Path) -> None:
+    """ENV-13: the groups depend on which names the tree gives each inode, so a directory whose ctime moved
+    without a net change of names (bwrap's mount points, a scratch file) does not make every file lstat'ed
+    again; a net change of names, even in a directory other than the file's, does."""
     from agentcore.environments import calltree
 
-    # A clock whose step outlasts this test however slowly it runs (the real one's is 50 ms or 3 s).
-    monkeypatch.setattr(timestamps, "FINE_NS", 3_600 * 10**9)
-
     ws, out = tmp_path / "ws", tmp_path / "out"
-    (ws / "d").mkdir(parents=True)
+    (ws / "a").mkdir(parents=True)
+    (ws / "b").mkdir()
     out.mkdir()
-    (ws / "d" / "f").write_text("f")  # d modified just now
+    (out / "o").write_text("o")
+    os.link(out / "o", ws / "a" / "x")
+    (ws / "a" / "y").write_text("y")
     calltree._cache.clear()
-    assert scan([ws]).linked == ()
-    os.link(ws / "d" / "f", out / "other")  # no walked directory changes
-    assert scan([ws]).linked == (ws / "d" / "f",)
+    first = scan([ws])
+    assert first.linked == (ws / "a" / "x",)
+    kept = next(iter(calltree._cache.values()))[1]
+    (ws / "a" / ".scratch").write_text("")  # made and removed: ctime moved, names as they were
+    (ws / "a" / ".scratch").unlink()
+    assert scan([ws]) == first and next(iter(calltree._cache.values()))[1] is kept  # reused, not recomputed
+    os.link(ws / "a" / "y", out / "z")  # from outside the walk, names in it unchanged: not noticed (SPEC ENV-13)
+    assert scan([ws]) == first
+    os.link(ws / "a" / "y", ws / "b" / "twin")  # a new name in another directory: looked at again
+    assert set(scan([ws]).linked) == {ws / "a" / "x", ws / "a" / "y", ws / "b" / "twin"}  # y's third name is outside
+    (ws / "b" / "twin").unlink()
+    assert set(scan([ws]).linked) == {ws / "a" / "x", ws / "a" / "y"}
+    (out / "z").unlink()
+    os.rename(ws / "a" / "y", ws / "b" / "y")  # names changed: y has one link again
+    assert scan([ws]).linked == (ws / "a" / "x",)
 
 
 # -- directory listings reused between walks (ctime-keyed) -------------------------------------------

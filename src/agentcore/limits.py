@@ -28,6 +28,10 @@ class Limits:
     # Sidecar bytes (TRUNC-9): one call, and the live sidecars of a whole session tree.
     sidecar_bytes: int = 64 * MiB
     session_sidecar_bytes: int = 512 * MiB
+    # The per-call walk of the sandbox's roots (ENV-6, ENV-13): past these bounds what it did not
+    # list is read-only for the call, and a call that needs read-denied names hunted is refused.
+    walk_entries: int = 100_000
+    walk_depth: int = 32
 
     def merged(self, overrides: dict[str, Any]) -> "Limits":
         names = {f.name for f in fields(self)}

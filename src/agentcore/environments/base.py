@@ -77,6 +77,8 @@ class ProcessOutcome:
     """The sink refused more output (OutputCapped), so the process group was killed as on timeout."""
     protected_removed: int = 0
     """Protected entries the command created that were removed after it (`percall.run_guarded`)."""
+    walk_bounded: int = 0
+    """Writable directories the per-call walk's bounds left unlisted, read-only for the command (ENV-13)."""
 
 
 class OutputSink(Protocol):

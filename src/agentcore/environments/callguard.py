@@ -39,6 +39,7 @@ class Prepared:
     policy: SandboxPolicy
     observation: guard.Observation
     placeholders: tuple[str, ...]  # protected paths that were missing: bwrap may leave its mount points there
+    walk_bounded: int = 0  # writable directories the per-call walk's bounds left unlisted: read-only for this call
 
 
 def _inside(p: str, roots: Iterable[str]) -> bool:
@@ -113,11 +114,26 @@ def _discovery_dotgits(write_roots: Sequence[str], workspace_roots: Sequence[str
     return out
 
 
+class _Realpaths:
+    """`os.path.realpath` remembered for one `prepare`: it resolves the same roots up to five times,
+    four lstats each, and within one observation a root is one path anyway."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, p: str) -> str:
+        got = self._seen.get(p)
+        if got is None:
+            got = self._seen[p] = os.path.realpath(p)
+        return got
+
+
 def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Prepared:
     """The call's policy (read-only binds, placeholders, git environment) and what the sweep compares with."""
-    ws = [os.path.realpath(w) for w in workspace_roots]
+    realpath = _Realpaths()
+    ws = [realpath(os.fspath(w)) for w in workspace_roots]
     try:
-        obs = guard.observe([os.fspath(r) for r in policy.write_roots], ws)
+        obs = guard.observe([os.fspath(r) for r in policy.write_roots], ws, realpath=realpath)
         protected_roots = set(obs.protected_roots())
         writable = [t.root for t in obs.trees if t.writable and t.root not in protected_roots]
         repos = _repos(obs, [*ws, *writable])
@@ -133,7 +149,7 @@ def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Pre
     # A writable root that is itself protected (or a repository layout), or lies in a path a repository's
     # configuration names (a hook directory), is not writable at all.
     roots = tuple(r for r in policy.write_roots
-                  if os.path.realpath(r) not in protected_roots and protected_reason(os.path.realpath(r), named) is None)
+                  if realpath(os.fspath(r)) not in protected_roots and protected_reason(realpath(os.fspath(r)), named) is None)
     new = dataclasses.replace(policy, write_roots=roots, protected=tuple(Path(p) for p in protected), env=env)
     return Prepared(new, guard.with_extras(obs, extras), placeholders)
 

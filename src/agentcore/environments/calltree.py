@@ -16,23 +16,32 @@ compiled:
   every name of a read-denied file's inode is hidden like the file itself.
 
 One walk finds all of them. It never follows symlinks, stops after
-`max_entries` entries and `max_depth` levels, and does not enter `.git`.
+`max_entries` entries and `max_depth` levels (the manifest's
+`limits.walk_entries` and `limits.walk_depth`), and does not enter `.git`.
 Protected directories and environments (a directory holding `pyvenv.cfg`
 or `conda-meta`), which the sandbox keeps read-only whole or sweeps, are
 entered only when read denies are looked for, and for those alone: a
-secret in `.devcontainer/` is hidden like any other. Past those bounds
-nothing is found: the capability check and the rules still refuse what
-they see, and SPEC states the limit. Finding hard links costs one `lstat` per regular file walked
+secret in `.devcontainer/` is hidden like any other. The bounds fail
+closed: the writable directories the walk did not list are read-only for
+the call (they may hold links to anywhere: a pnpm `node_modules` holds
+thousands into a store every project shares), and a walk that hunts
+read-denied names and stops at a bound is an error (`WalkBounded`): the
+call does not run. Finding hard links costs one `lstat` per regular file walked
 (directories never count: they always have two or more links), about 3 µs
 each: 60 ms for 20,000 files, five times the walk itself. So the links found
-are kept, and reused while no directory of the walk has changed since (every
-directory's identity and ctime compared; a walk that saw a directory changed
-too recently is not kept, since another change in the same step of the
-filesystem's clock would leave the same ctime: `timestamps.recent`). Anything
-a command or a file tool can do that gives a file another name changes a
-walked directory (or happens where the walk does not look anyway); what the
-reuse can miss is another program on the host giving an unchanged file a new
-name outside the walk, until some walked directory changes.
+are kept, and reused while every directory of the walk holds the same names
+for the same inodes as then (each directory's identity and its entries'
+(name, inode) pairs compared, as listed now or reused below). Which names an
+inode has in the tree is all the groups depend on, so a directory whose ctime
+moved without a net change of names (bwrap's mount points, made and removed at
+every call; a scratch file a command made and removed) costs nothing more,
+where comparing ctimes made every such call lstat every file again: 250 ms a
+call in a 100,000-entry workspace without a `.git` at its top. Anything a
+command or a file tool can do that gives a file another name changes the
+names of a walked directory (or happens where the walk does not look
+anyway); what the reuse can miss is another program on the host giving an
+unchanged file a new name outside the walk, until some walked directory's
+names change.
 
 The walk itself is incremental too: what it found in each directory is kept
 per walk configuration and reused while the directory's `(dev, ino, ctime)`
@@ -53,13 +62,15 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, SITE_DIRS, layout_kind, name_reason, startup_file
 from ..timestamps import recent
+from .base import EnvironmentUnavailable
 from .denies import WildcardDeny
 
-MAX_ENTRIES = 20_000
-MAX_DEPTH = 8
+MAX_ENTRIES = 100_000  # the defaults of `limits.walk_entries` and `limits.walk_depth`
+MAX_DEPTH = 32
 # bwrap's cost grows with the square of the mounts (each read-only bind re-reads the mount table):
 # about 20 ms at 50 mounts, 380 ms at 400, 11 s at 3,500. Hard-linked files beyond this many are
 # covered by read-only directories instead (a pnpm `node_modules` has thousands of them).
@@ -79,6 +90,11 @@ class CallTree:
     denied: tuple[Path, ...]  # hidden: files (and `/**` directories) wildcard read denies match, and their other names
     linked: tuple[Path, ...] = ()  # read-only: hard-linked files in writable roots not proven to be wholly inside them (or directories holding them)
     frozen: tuple[Path, ...] = ()  # writable roots that hold too many of them apart: read-only as a whole
+    bounded: int = 0  # writable directories the walk's bounds left unlisted (read-only, among `linked`, or `frozen`)
+
+
+class WalkBounded(Exception):
+    """The walk stopped at a bound while hunting read-denied names: what it did not list could show one."""
 
 
 def linked_inodes(paths: Iterable[Path]) -> set[tuple[int, int]]:
@@ -107,30 +123,25 @@ class _Links:
     groups: dict[tuple[int, int], list[tuple[str, bool]]] = field(default_factory=dict)
     nlink: dict[tuple[int, int], int] = field(default_factory=dict)
     pending: list[tuple[str, bool]] = field(default_factory=list)  # regular files: (path, writable)
-    dirs: list[tuple[str, int, int, int]] = field(default_factory=list)  # (path, dev, ino, ctime) of every directory walked
-    settled: bool = True  # no directory walked had changed too recently to trust its ctime (`timestamps.recent`)
-    started: int = field(default_factory=time.time_ns)
+    # (path, dev, ino, its entries' (name, inode) pairs) of every directory walked: the names in the tree, which
+    # alone decide which names an inode has there (a change that leaves them as they were changes no link).
+    dirs: list[tuple[str, int, int, tuple[tuple[str, int], ...]]] = field(default_factory=list)
 
     @classmethod
     def start(cls, denied: Sequence[Path], wildcard_read_denies: bool) -> "_Links":
         inodes = linked_inodes(denied)
         return cls(inodes, hunt=bool(inodes) or wildcard_read_denies)
 
-    def visit(self, directory: str) -> os.stat_result | None:
-        try:
-            st = os.lstat(directory)
-        except OSError:
-            st = None
-        if st is None:
-            self.dirs.append((directory, -1, -1, -1))
-            return None
-        self.dirs.append((directory, st.st_dev, st.st_ino, st.st_ctime_ns))
-        if recent(st.st_ctime_ns, self.started):
-            self.settled = False
-        return st
+    def seen(self, directory: str, st: os.stat_result | None, names: tuple[tuple[str, int], ...]) -> None:
+        self.dirs.append((directory, -1, -1, ()) if st is None else (directory, st.st_dev, st.st_ino, names))
 
     def settle(self, key: tuple[object, ...]) -> None:
-        """Fill `groups`: from the last walk of the same roots if no directory changed since, else by lstat."""
+        """Fill `groups`: from the last walk of the same roots if every directory holds the same names for the
+        same inodes as then, else by lstat.
+
+        Names, not change times: a command that made and removed a file (and bwrap's mount points, made and
+        removed at every call) changes a directory's ctime but not which names the tree gives each inode,
+        and only the latter decides the groups; so the lstat of every file is not paid again for it."""
         fingerprint = tuple(self.dirs)
         with _cache_lock:
             hit = _cache.get(key)
@@ -147,12 +158,9 @@ class _Links:
                 self.groups.setdefault(ino, []).append((path, writable))
                 self.nlink[ino] = st.st_nlink
         with _cache_lock:
-            if self.settled:
-                if len(_cache) >= _CACHE_MAX:
-                    _cache.clear()
-                _cache[key] = (fingerprint, self.groups, self.nlink)
-            else:
-                _cache.pop(key, None)
+            if len(_cache) >= _CACHE_MAX:
+                _cache.clear()
+            _cache[key] = (fingerprint, self.groups, self.nlink)
 
     def result(self, denied: Iterable[str], sensitive: Iterable[str]) -> tuple[list[Path], list[Path]]:
         """(names to hide, names to keep read-only)."""
@@ -197,6 +205,7 @@ class _Listing:
     denied: tuple[str, ...]  # matched by a wildcard read deny
     protected: tuple[str, ...]  # write-denied, protected names, a repository's hooks and config
     subdirs: tuple[tuple[str, bool, bool], ...]  # to walk next, in push order: (path, writable, sealed)
+    names: tuple[tuple[str, int], ...] = ()  # every entry's (name, inode), sorted: what the hard-link groups depend on
 
     def still(self, st: os.stat_result | None, writable: bool, sealed: bool) -> bool:
         return (st is not None and self.ident == (st.st_dev, st.st_ino, st.st_ctime_ns) and self.writable == writable
@@ -230,10 +239,11 @@ def _list(
         return None
     if top_writable and not sealed and layout_kind({e.name for e in entries} & LAYOUT_MARKERS):
         sealed = True  # the guard binds it read-only whole
+    names = tuple(sorted((e.name, e.inode()) for e in entries))
     if sealed:
         top_writable, in_write_root = False, _never
         if not hunt:
-            return _Listing(_reusable(st, now), False, True, len(entries), (), (), (), ())
+            return _Listing(_reusable(st, now), False, True, len(entries), (), (), (), (), names)
     files: list[tuple[str, bool]] = []
     denied: list[str] = []
     protected: list[str] = []
@@ -267,7 +277,7 @@ def _list(
             # A read root above a write root: writability starts where the write root does.
             subdirs.append((full, top_writable or in_write_root(full), False))
     return _Listing(_reusable(st, now), top_writable, sealed, len(entries), tuple(files), tuple(denied), tuple(protected),
-                    tuple(subdirs))
+                    tuple(subdirs), names)
 
 
 def _protected_entry(full: str, name: str, is_dir: bool, startup: bool) -> list[str]:
@@ -320,14 +330,23 @@ def scan(
     with _cache_lock:
         known = _listings.get(config, {})
     listed: dict[str, _Listing] = {}
-    while stack and seen < max_entries:
+    unwalked: list[tuple[str, bool]] = []  # directories a bound left unlisted: (path, writable)
+    while stack:
+        if seen >= max_entries:
+            unwalked += [(top, w) for top, _depth, w, _sealed in stack]
+            break
         top, depth, top_writable, sealed = stack.pop()
-        st = links.visit(top)
+        try:
+            st: os.stat_result | None = os.lstat(top)
+        except OSError:
+            st = None
         got = known.get(top)
         if got is None or not got.still(st, top_writable, sealed):
             got = _list(top, st, top_writable, links.hunt, read_denies, write_denies, in_write_root, sealed)
             if got is None:
+                links.seen(top, None, ())
                 continue
+        links.seen(top, st, got.names)
         listed[top] = got
         seen += got.count
         pending.extend(got.files)
@@ -335,17 +354,37 @@ def scan(
         protected.extend(map(Path, got.protected))
         if depth < max_depth:
             stack.extend((sub, depth + 1, sub_writable, sub_sealed) for sub, sub_writable, sub_sealed in got.subdirs)
+        else:
+            unwalked += [(sub, sub_writable) for sub, sub_writable, _sealed in got.subdirs]
     with _cache_lock:
         _listings.pop(config, None)  # re-inserted last: the dict's order is the order of use
         if len(_listings) >= _LISTINGS_MAX:
             _listings.pop(next(iter(_listings)))  # the configuration walked least recently
         _listings[config] = listed
     links.settle((tuple(writable), tuple(roots), links.hunt, max_entries, max_depth))
+    if unwalked and links.hunt:
+        raise WalkBounded(
+            f"the directories the sandbox shows hold more than {max_entries} entries or {max_depth} levels, so the walk "
+            "that applies the read-deny rules cannot see all of them; raise limits.walk_entries or limits.walk_depth")
     hide, keep = links.result(
         [*map(os.fspath, denied), *map(os.fspath, denied_paths)], [*map(os.fspath, protected), *map(os.fspath, protected_paths)]
     )
-    linked, frozen = cover(keep, [Path(w) for w in writable], MAX_LINK_MOUNTS)
-    return CallTree(tuple(protected), tuple(denied + hide), tuple(linked), tuple(frozen))
+    # Fail closed past the bounds: what the walk did not list may hold hard links to files anywhere, or
+    # names a write deny covers, so it is read-only for the call (ENV-13).
+    beyond = [Path(p) for p, w in unwalked if w]
+    roots_beyond = [p for p in beyond if os.fspath(p) in writable]  # a root never listed at all: read-only whole
+    linked, frozen = cover([*keep, *(p for p in beyond if p not in roots_beyond)], [Path(w) for w in writable], MAX_LINK_MOUNTS)
+    frozen = sorted({*frozen, *roots_beyond})
+    return CallTree(tuple(protected), tuple(denied + hide), tuple(linked), tuple(frozen), len(beyond))
+
+
+def bounded_scan(limits: Any, *args: Any, **kwargs: Any) -> CallTree:
+    """`scan` within the manifest's walk bounds (`limits.walk_entries`, `limits.walk_depth`); a walk that
+    stops at one while hunting read-denied names makes the sandbox unavailable for the call."""
+    try:
+        return scan(*args, max_entries=limits.walk_entries, max_depth=limits.walk_depth, **kwargs)
+    except WalkBounded as exc:
+        raise EnvironmentUnavailable(str(exc)) from None
 
 
 def cover(paths: Sequence[Path], roots: Sequence[Path], cap: int) -> tuple[list[Path], list[Path]]:

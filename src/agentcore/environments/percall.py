@@ -64,10 +64,7 @@ def call_policy(policy: Any, manifest: Any, *, guarded: bool = True) -> Any:
 
     Also what `explain` shows, so its command line is the one a call made now would run.
     """
-    read_denies = manifest_denies(manifest.rules, read_deny_permissions(manifest)).wildcard
-    write_denies = manifest_denies(manifest.rules, write_deny_permissions(manifest)).wildcard
-    if policy.write_roots or read_denies or calltree.linked_inodes(policy.read_denied):
-        policy = _with_tree(policy, manifest, read_denies, write_denies)
+    policy, _bounded = _walked(policy, manifest)
     if guarded:
         policy = callguard.prepare(policy, manifest.workspace_roots).policy
     return policy
@@ -75,7 +72,18 @@ def call_policy(policy: Any, manifest: Any, *, guarded: bool = True) -> Any:
 
 def prepare(policy: Any, manifest: Any) -> callguard.Prepared:
     """The call's policy and the state the sweep compares with (see `call_policy`)."""
-    return callguard.prepare(call_policy(policy, manifest, guarded=False), manifest.workspace_roots)
+    policy, bounded = _walked(policy, manifest)
+    prepared = callguard.prepare(policy, manifest.workspace_roots)
+    return dataclasses.replace(prepared, walk_bounded=bounded) if bounded else prepared
+
+
+def _walked(policy: Any, manifest: Any) -> tuple[Any, int]:
+    """The policy with the walk's findings, and how many writable directories its bounds left unlisted."""
+    read_denies = manifest_denies(manifest.rules, read_deny_permissions(manifest)).wildcard
+    write_denies = manifest_denies(manifest.rules, write_deny_permissions(manifest)).wildcard
+    if policy.write_roots or read_denies or calltree.linked_inodes(policy.read_denied):
+        return _with_tree(policy, manifest, read_denies, write_denies)
+    return policy, 0
 
 
 async def sweep(prepared: callguard.Prepared, *, quick: bool) -> int:
@@ -89,7 +97,8 @@ async def sweep(prepared: callguard.Prepared, *, quick: bool) -> int:
 
 async def run_guarded(environment: Any, policy: Any, manifest: Any, run: Run) -> Any:
     """`run(policy)` with the call's protections in place, then the sweep; its ProcessOutcome says how many
-    protected entries the sweep removed (`protected_removed`).
+    protected entries the sweep removed (`protected_removed`) and how many writable directories the walk's
+    bounds kept read-only (`walk_bounded`).
 
     The sweep runs whatever ended the command (its exit, the timeout, an abort),
     so nothing protected that it made stays.
@@ -104,14 +113,17 @@ async def run_guarded(environment: Any, policy: Any, manifest: Any, run: Run) ->
     finally:
         with anyio.CancelScope(shield=True):
             swept = await sweep(prepared, quick=time.perf_counter() - started < INLINE_SWEEP_AFTER_S)
-    return dataclasses.replace(outcome, protected_removed=swept) if swept else outcome
+    if swept or prepared.walk_bounded:
+        outcome = dataclasses.replace(outcome, protected_removed=swept, walk_bounded=prepared.walk_bounded)
+    return outcome
 
 
-def _with_tree(policy: Any, manifest: Any, read_denies: Sequence[Any], write_denies: Sequence[Any]) -> Any:
+def _with_tree(policy: Any, manifest: Any, read_denies: Sequence[Any], write_denies: Sequence[Any]) -> tuple[Any, int]:
     """The per-call walk's findings folded into the policy: write-denied and nested protected entries and
-    hard-linked files read-only, read-denied files hidden, roots too full of links read-only whole."""
-    found = calltree.scan(
-        policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
+    hard-linked files read-only, read-denied files hidden, roots too full of links (or never listed) read-only
+    whole; with the count of writable directories left unlisted, which are read-only too."""
+    found = calltree.bounded_scan(
+        manifest.limits, policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
         denied_paths=policy.read_denied, protected_paths=policy.protected,
     )
     # Read-only whole: a write root that is itself a hard-linked file, or one holding too many of them.
@@ -125,4 +137,4 @@ def _with_tree(policy: Any, manifest: Any, read_denies: Sequence[Any], write_den
         policy = dataclasses.replace(policy, protected=tuple(dict.fromkeys(kept)))
     if found.denied:
         policy = dataclasses.replace(policy, read_denied=tuple(dict.fromkeys([*policy.read_denied, *found.denied])))
-    return policy
+    return policy, found.bounded

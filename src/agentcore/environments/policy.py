@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protected import sandbox_protected_paths
 from .base import SandboxPolicy
-from .calltree import linked_inodes, scan
+from .calltree import bounded_scan, linked_inodes
 from .denies import manifest_denies, read_deny_permissions, write_deny_permissions
 from .gitenv import git_env
 
@@ -161,7 +161,7 @@ def server_policy(manifest: "CompiledManifest", grant: "EffectiveCapabilities") 
     write_denies = manifest_denies(manifest.rules, write_deny_permissions(manifest)).wildcard
     policy = dataclasses.replace(base, cwd=cwd, view="minimal", read_roots=tuple(dict.fromkeys(read_roots)))
     if base.write_roots or read_denies or linked_inodes(base.read_denied):
-        policy = _with_walk(policy, read_roots, read_denies, write_denies)
+        policy = _with_walk(policy, read_roots, read_denies, write_denies, manifest.limits)
     return policy
 
 
@@ -172,13 +172,13 @@ def _server_cwd(grant: "EffectiveCapabilities") -> Path:
     return Path("/usr")
 
 
-def _with_walk(policy: SandboxPolicy, read_roots: list[Path], read_denies: Any, write_denies: Any) -> SandboxPolicy:
+def _with_walk(policy: SandboxPolicy, read_roots: list[Path], read_denies: Any, write_denies: Any, limits: Any) -> SandboxPolicy:
     """What the walk finds now, as `bash` folds it in per call: write-denied, nested protected and
     hard-linked entries read-only, read-denied files hidden, roots too full of links read-only whole."""
     import dataclasses
 
-    found = scan(policy.write_roots, read_roots, read_denies, write_denies,
-                 denied_paths=policy.read_denied, protected_paths=policy.protected)
+    found = bounded_scan(limits, policy.write_roots, read_roots, read_denies, write_denies,
+                         denied_paths=policy.read_denied, protected_paths=policy.protected)
     frozen = [*found.frozen, *(r for r in policy.write_roots if linked_inodes([r]))]
     if frozen:
         policy = dataclasses.replace(policy, write_roots=tuple(r for r in policy.write_roots if r not in frozen),

@@ -159,6 +159,10 @@ class LimitsSpec(_Strict):
     task_depth: int | None = _limit("How deep subagents may nest (0 to 5).", ge=0, le=5)
     sidecar_bytes: int | None = _limit("Bytes one call may write to its sidecar file; the command is stopped there.", gt=0)
     session_sidecar_bytes: int | None = _limit("Bytes the sidecar files of a session and its subagents may hold together.", gt=0)
+    walk_entries: int | None = _limit(
+        "Entries the sandbox's per-call walk of the workspace lists; past it the rest is read-only in the sandbox, "
+        "and with wildcard read denies the call is refused.", gt=0)
+    walk_depth: int | None = _limit("Directory levels that walk descends; deeper directories are treated as past `walk_entries`.", gt=0)
 
 
 class WatchdogSpec(_Strict):

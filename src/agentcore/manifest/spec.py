@@ -348,6 +348,8 @@ class LimitsSpec(SpecValue):
         "task_depth": _limit(whole(ge=0, le=5)),
         "sidecar_bytes": _limit(whole(gt=0)),
         "session_sidecar_bytes": _limit(whole(gt=0)),
+        "walk_entries": _limit(whole(gt=0)),
+        "walk_depth": _limit(whole(gt=0)),
     }
 
 

@@ -86,6 +86,8 @@ class BashTool(Tool):
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
         if outcome.protected_removed:
             extra["protected_removed"] = outcome.protected_removed  # a count only: never which paths (ENVL-6)
+        if outcome.walk_bounded:
+            extra["walk_bounded"] = outcome.walk_bounded  # why a write failed there (EROFS): a count, never which
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
 
     async def _run_with_proxy(self, argv: list[str], runtime: Any, policy: Any, timeout: float, sink: Any) -> Any:

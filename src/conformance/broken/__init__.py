@@ -680,6 +680,20 @@ class NoSweep(AgentcoreHarness):
             callguard.finish = real  # type: ignore[assignment]
 
 
+class IgnoresWalkLimits(AgentcoreHarness):
+    """The per-call walk ignores the manifest's `limits.walk_entries` and `limits.walk_depth` (its defaults apply)."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        from agentcore.environments import calltree
+
+        real = calltree.bounded_scan
+        calltree.bounded_scan = lambda limits, *a, **k: calltree.scan(*a, **k)  # type: ignore[assignment]
+        try:
+            return await super().invoke(agent, session, tool, args)
+        finally:
+            calltree.bounded_scan = real  # type: ignore[assignment]
+
+
 class UnsafeGit(AgentcoreHarness):
     """Sandboxed git reads the repository's configuration as it is (no git variables, no overrides)."""
 
@@ -816,6 +830,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "follows-hard-links": FollowsHardLinks,
     "unpinned-denies": UnpinnedDenies,
     "no-sweep": NoSweep,
+    "ignores-walk-limits": IgnoresWalkLimits,
     "unsafe-git": UnsafeGit,
     "redirects-unchecked": RedirectsUnchecked,
     "no-download-limit": NoDownloadLimit,
