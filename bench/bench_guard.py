@@ -17,10 +17,10 @@ Sides:
   directory changed since the previous call, as in a repository nobody is
   editing);
 - `pipeline_changed`, measured after the others: the same call right after a
-  file was made and removed in a directory near the top. The per-call walk
-  reuses the hard links it found only while no directory of the tree changed,
-  so this call lstats every regular file again: what a call pays after the
-  agent or an editor changed the tree;
+  file was made and removed in a directory near the top. That directory is
+  listed again; the hard links the walk found are reused, since the tree's
+  names are what they were (before revision 3 of ENV-13 a changed ctime made
+  this call lstat every regular file again: 77 ms against 35 ms);
 - `sweep_new_tree`: the sweep after a command that made a new 2,000-entry
   directory tree (an install step): the new tree is walked whole.
 
