@@ -159,3 +159,36 @@ def test_rendering_keeps_text_and_replaces_what_it_cannot_render() -> None:
     assert text.startswith("hello [31m red") and "[image image/png, 6 bytes" in text and "inside" in text
     assert "content of type 'weird'" in text and "aGVsbG8" not in text
     assert json.loads(render_result([], {"a": 1})) == {"a": 1}
+
+
+def _plan_with(tmp_path: Path, *values: str) -> Any:
+    env = {f"V{i}": v for i, v in enumerate(values)}
+    return next(iter(plan_servers(compiled(tmp_path, {"s": {"command": "x", "env": env}}))))
+
+
+def test_secrets_whose_ends_overlap_are_scrubbed_whole(tmp_path: Path) -> None:
+    """MCP-1: occurrences are found in the original text and merged, so no part of either value is left."""
+    plan = _plan_with(tmp_path, "abcdef12", "ef12ghij", "zzzzzz")
+    assert plan.scrub("xx abcdef12ghij yy") == "xx [secret] yy"  # one value at a time left "ghij"
+    assert plan.scrub("ef12ghijabcdef12") == "[secret]"  # touching occurrences: one run
+    assert plan.scrub("zzzzzzz.") == "[secret]."  # overlapping occurrences of one value
+    assert plan.scrub("nothing here") == "nothing here"
+
+
+@given(st.lists(st.text("abc", min_size=6, max_size=9), min_size=1, max_size=3, unique=True),
+       st.lists(st.sampled_from(["a", "b", "c", "-", " "]), max_size=40))
+def test_no_secret_survives_scrubbing(values: list[str], noise: list[str]) -> None:
+    """Against a character-by-character model: every character some occurrence covers is gone, runs become one mark."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = _plan_with(Path(tmp), *values)
+    text = "".join(noise[: len(noise) // 2]) + "".join(values) + values[0][2:] + "".join(noise[len(noise) // 2:])
+    covered = [False] * len(text)
+    for v in values:
+        for i in range(len(text)):
+            if text.startswith(v, i):
+                covered[i:i + len(v)] = [True] * len(v)
+    expected = "".join("" if c and i and covered[i - 1] else ("[secret]" if c else ch) for i, (ch, c) in enumerate(zip(text, covered)))
+    out = plan.scrub(text)
+    assert out == expected and all(v not in out for v in values), (text, out)

@@ -12,6 +12,7 @@ unavailable (the reason names the variable, never a value).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -73,10 +74,28 @@ class ServerPlan:
         return tuple(sorted(values, key=lambda v: (-len(v), v)))
 
     def scrub(self, text: str) -> str:
-        """`text` with every one of `secrets` replaced by `[secret]` (MCP-1), longest first."""
-        for value in self.secrets:
-            text = text.replace(value, "[secret]")
-        return text
+        """`text` with every occurrence of every one of `secrets` replaced by `[secret]` (MCP-1).
+
+        Occurrences are found in the original text and merged where they overlap or touch, so no part of
+        any value is left: replacing one value at a time cut off the start of a value whose end another
+        value shared, and left its rest in the output.
+        """
+        found = [v for v in self.secrets if v in text]
+        if not found:
+            return text
+        covered = bytearray(len(text))
+        for value in found:
+            at = text.find(value)
+            while at != -1:
+                covered[at:at + len(value)] = b"\x01" * len(value)
+                at = text.find(value, at + 1)  # overlapping occurrences of the same value too
+        out: list[str] = []
+        pos = 0
+        for run in re.finditer(rb"\x01+", covered):
+            out += [text[pos:run.start()], "[secret]"]
+            pos = run.end()
+        out.append(text[pos:])
+        return "".join(out)
 
     def describe(self) -> str:
         """Where it runs, for status output: the command and args, or the URL without query (no values of env or headers)."""
