@@ -1,4 +1,4 @@
-"""A run's token budget covers its subagents; ACP's read-only mode holds against deferred tools and specific allows."""
+"""A run's token budget and request cap cover its subagents; ACP's read-only mode holds against deferred tools and specific allows."""
 
 from __future__ import annotations
 
@@ -38,6 +38,25 @@ async def test_token_budget_is_not_multiplied_by_subagents(ws: Path, tmp_path: P
     assert result.stop_reason == "token_budget"
     # The budget may be overshot by the last request of a run, never multiplied by the number of children.
     assert result.usage.total_tokens < 2 * budget, result.usage
+
+
+async def test_the_request_cap_is_not_multiplied_by_subagents(ws: Path, tmp_path: Path) -> None:
+    """`max_turn_requests` bounds the run and its subagents together: three `task` calls whose children would
+    request forever make at most the cap's requests in all, and a child started with nothing left never runs."""
+    cap = 7
+    engine = Engine(manifest(ws, tools=["read", "task"]), watchdog=AllowAllWatchdog())
+    script = write_script(tmp_path / "s.yaml", [
+        {"tool_calls": [dict(TASK, args=dict(TASK["args"])) for _ in range(3)]},
+        {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}}], "repeat": "forever"},
+    ])
+    async with scripted_loop(engine, script, max_turn_requests=cap) as (loop, seen):
+        with engine.open_session() as session:
+            result = await loop.run(session, "delegate")
+    assert result.stop_reason == "max_turn_requests"
+    replies = [e for e in seen.of("message_added") if e.message.role == "assistant"]
+    assert len(replies) <= cap, len(replies)  # every model request of the tree, the children's included
+    task_results = [e.envelope.to_dict() for e in seen.of("call_finished") if e.envelope.tool == "task"]
+    assert len(task_results) == 3 and any(t["type"] == "error" for t in task_results), task_results
 
 
 # -- ACP read-only mode and what a session's deny list does not name ---------------------------------

@@ -81,6 +81,15 @@ class _Failed(Exception):
 
 
 @dataclass
+class _Spend:
+    """What a run and all its subagents have spent together: the caps (`max_turn_requests`, the token
+    budget) bound the whole tree, so a `task` cannot multiply them."""
+
+    requests: int = 0
+    tokens: int = 0
+
+
+@dataclass
 class _Run:
     """One run's state."""
 
@@ -93,6 +102,7 @@ class _Run:
     refusals: dict[str, int] = field(default_factory=dict)
     cancelled: bool = False
     model_scope: anyio.CancelScope | None = None
+    spend: _Spend = field(default_factory=_Spend)  # shared with the subagents' runs (the top run's own)
 
 
 class AgentLoop:
@@ -120,6 +130,7 @@ class AgentLoop:
         self._runs: dict[str, _Run] = {}  # session id -> the run in progress
         self._call_ids: dict[str, set[str]] = {}
         self._prompts = PromptCache()
+        self._spend: _Spend | None = None  # a subagent's loop: the tree's spend it shares
         engine.subagent_runner = self._subagent
         self._forwarding = not _child  # a subagent's engine shares its parent's observer list: forward once
         if self._forwarding:
@@ -167,6 +178,8 @@ class AgentLoop:
             raise RuntimeError("a run is already in progress in this session")
         message = prompt if isinstance(prompt, Message) else user_message(prompt)
         state = _Run(session, run_id or f"run_{uuid.uuid4().hex[:12]}", list(history))
+        if self._spend is not None:
+            state.spend = self._spend  # a subagent's loop: it spends from its parent run's caps
         self._runs[session.id] = state
         try:
             await self._emit(RunStarted(session_id=session.id, run_id=state.run_id, model=self.model.name,
@@ -199,9 +212,9 @@ class AgentLoop:
             while True:
                 if state.cancelled:
                     return "cancelled", None
-                if state.usage.requests >= self.max_turn_requests:
+                if state.spend.requests >= self.max_turn_requests:
                     return "max_turn_requests", None
-                if self.token_budget is not None and state.usage.total_tokens >= self.token_budget:
+                if self.token_budget is not None and state.spend.tokens >= self.token_budget:
                     return "token_budget", None
                 turn = await self._request(state)
                 if turn is None:
@@ -261,6 +274,8 @@ class AgentLoop:
                 with scope:
                     turn = await self.model.request(system, state.history, tools, self.settings, on_delta)
                     state.usage.add(turn.usage)
+                    state.spend.requests += turn.usage.requests
+                    state.spend.tokens += turn.usage.total_tokens
                     return turn
                 if state.cancelled or not scope.cancelled_caught:
                     return None  # cancelled
@@ -272,6 +287,7 @@ class AgentLoop:
             finally:
                 state.model_scope = None
             state.usage.requests += 1  # a failed attempt is a request too (the cap counts it)
+            state.spend.requests += 1
             if state.cancelled:
                 return None
             if not error.retryable or attempt == self.retry.attempts:
@@ -349,14 +365,15 @@ class AgentLoop:
     async def _subagent(self, engine: Engine, session: Session, prompt: str, description: str) -> str:
         """The engine's subagent runner for `task`: a child loop on the child engine, same model."""
         parent_run = self._runs.get(session.parent.id) if session.parent is not None else None
-        budget = self.token_budget
-        if budget is not None and parent_run is not None:
-            # The child spends the parent's budget, not a fresh one: what the run has left, no more.
-            budget -= parent_run.usage.total_tokens
-            if budget <= 0:
-                raise RuntimeError("the run's token budget is used up")
-        child = AgentLoop(engine, self.model, max_turn_requests=self.max_turn_requests, token_budget=budget, settings=self.settings,
-                          retry=self.retry, observers=(), _child=True)
+        spend = parent_run.spend if parent_run is not None else _Spend()
+        # The caps bound the whole tree: a child spends what the run has left, no more (and nothing when it is used up).
+        if spend.requests >= self.max_turn_requests:
+            raise RuntimeError("the run's model requests (max_turn_requests) are used up")
+        if self.token_budget is not None and spend.tokens >= self.token_budget:
+            raise RuntimeError("the run's token budget is used up")
+        child = AgentLoop(engine, self.model, max_turn_requests=self.max_turn_requests, token_budget=self.token_budget,
+                          settings=self.settings, retry=self.retry, observers=(), _child=True)
+        child._spend = spend
         child._observers = self._observers  # the same list: whoever watches the parent sees the child
         result = await child.run(session, prompt)
         parent = self._runs.get(session.parent.id) if session.parent is not None else None
