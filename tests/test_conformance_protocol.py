@@ -188,6 +188,20 @@ def test_harness_error_and_skip_keep_the_harness_running() -> None:
     assert restarts == 0
 
 
+def test_a_run_in_which_nothing_was_judged_is_not_clean() -> None:
+    """A harness that skips everything claims nothing: `conformance run` must not exit 0 for it."""
+    argv = [sys.executable, "-m", "agentcore.cli.main", "conformance", "run", "--impl", "broken:skip-everything", "--seed", "1",
+            "--format", "jsonl", *(a for c in SMALL for a in ("--case", c))]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "no case was judged" in proc.stderr
+    foot = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert foot["exit_code"] == 1 and foot["expectations"]["judged"] == 0, foot
+    # Control: the same cases through a harness that runs them are judged, and the run is clean.
+    ok = subprocess.run([*argv[:6], "command:python -m conformance.harness_agentcore", *argv[7:]], capture_output=True, text=True, timeout=120, check=False)
+    assert ok.returncode == 0 and json.loads(ok.stdout.strip().splitlines()[-1])["expectations"]["judged"] >= 1, ok.stderr
+
+
 def test_harness_that_cannot_start_is_a_fault(tmp_path: Path) -> None:
     script = tmp_path / "bad.py"
     script.write_text("import sys\nsys.stdin.readline()\nprint('{\"seq\": 1, \"result\": {\"protocol\": 99, \"implementation\": {\"name\": \"x\"}}}')\n")

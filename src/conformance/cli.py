@@ -227,6 +227,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         err.write(f"  unexpected failure: {cid}\n")
     for cid in verdict.stale:
         err.write(f"  stale expectation (passes now, or no such case): {cid}\n")
+    if not verdict.judged:
+        err.write("  no case was judged: every one was skipped or not applicable, so the run proves nothing\n")
     return 0 if verdict.ok else 1
 
 

@@ -51,13 +51,16 @@ class Verdict:
     unexpected: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     informational: list[str] = field(default_factory=list)  # failing, but below the counted level
+    judged: int = 0  # cases that passed or failed: neither skipped nor not applicable
 
     @property
     def ok(self) -> bool:
-        return not self.unexpected and not self.stale
+        # A run in which every case was skipped or not applicable proved nothing: it is not a clean run.
+        return not self.unexpected and not self.stale and self.judged > 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "expected": self.expected, "unexpected": self.unexpected, "stale": self.stale, "informational": self.informational}
+        return {"ok": self.ok, "judged": self.judged, "expected": self.expected, "unexpected": self.unexpected, "stale": self.stale,
+                "informational": self.informational}
 
 
 def judge(
@@ -77,6 +80,7 @@ def judge(
         status = r.status_for(profile)
         listed = r.id in exp.failures
         failing = status in FAILING
+        v.judged += status == "pass" or failing
         counts = r.level == "MUST" or strict
         if listed and failing:
             v.expected.append(r.id)

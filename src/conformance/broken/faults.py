@@ -56,6 +56,15 @@ class SkipCalls(AgentcoreHarness):
         return await super().handle(req)
 
 
+class SkipEverything(AgentcoreHarness):
+    """Skips every operation: a harness that claims nothing and so can fail nothing."""
+
+    async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req["op"] in ("reset", "compile", "set_rules", "call", "answer"):
+            return {"skip": {"reason": "not supported"}}
+        return await super().handle(req)
+
+
 class WrongSeq(AgentcoreHarness):
     """Answers `call` with a seq that does not match the request."""
 
@@ -80,6 +89,7 @@ FAULTS: dict[str, type[AgentcoreHarness]] = {
     "hang-on-call": HangOnCall,
     "error-on-call": ErrorOnCall,
     "skip-calls": SkipCalls,
+    "skip-everything": SkipEverything,
     "wrong-seq": WrongSeq,
     "no-payload": NoPayload,
 }
