@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agentcore.api import AllowAllWatchdog, Engine, compile_manifest
@@ -101,6 +102,33 @@ async def test_a_server_cannot_write_outside_its_grant(var_ws: Path) -> None:
         assert not target.exists(), target
     ok = await call(var_ws, entry, "write_file", {"path": str(out / "result.txt"), "content": "done"})
     assert ok["data"] == {"content": "written", "is_error": False} and (out / "result.txt").read_text() == "done"
+
+
+async def test_protected_files_a_server_makes_between_calls_are_swept_while_it_runs(var_ws: Path) -> None:
+    """ENV-7, MCP-5: a `.envrc` a server plants while idle is removed within about SWEEP_EVERY_S, not at its next call."""
+    from test_bash_support import wait_for
+
+    out = var_ws / "out"
+    (out / "sub").mkdir(parents=True)
+    planted, plain = out / "sub" / ".envrc", out / "sub" / "notes.txt"
+    entry = server(read=[f"{out}/**"], write=[f"{out}/**"])
+    engine = Engine(compile_manifest(manifest({"demo": entry}), workspace=var_ws), watchdog=AllowAllWatchdog())
+    with engine.open_session() as session:
+        for n, target in enumerate((plain, planted)):
+            gate = out / f"gate{n}"
+            os.mkfifo(gate)
+            env = (await engine.call(session, "demo__write_when", {"path": str(target), "content": "x", "gate": str(gate)})).to_dict()
+            assert env["data"] == {"content": "armed", "is_error": False}, env
+            fd = await anyio.to_thread.run_sync(os.open, gate, os.O_WRONLY)  # the server writes once this opens
+            os.close(fd)
+            done = out / f"gate{n}.done"
+            await wait_for(done.exists, timeout_s=10, what="the server's write")
+            assert done.read_text() == "ok"  # the write happened (in the sandbox, a protected name at depth can be made)
+        # No call follows: only the sweep while it runs removes the planted file; the ordinary one stays.
+        await wait_for(lambda: not planted.exists(), timeout_s=10, what="the sweep between calls")
+        assert plain.read_text() == "x"
+        assert (await engine.mcp_status(session))[0]["state"] == "ready"
+    await session.stores.tool_source.aclose()
 
 
 @pytest.fixture

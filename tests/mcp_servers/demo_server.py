@@ -49,6 +49,28 @@ def write_file(path: str, content: str) -> str:
     return "written"
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+def write_when(path: str, content: str, gate: str) -> str:
+    """Return at once; write the file later, once something opens the FIFO `gate` for writing (between calls).
+    Then `<gate>.done` says how the write went: `ok`, or the error."""
+    import threading
+
+    def later() -> None:
+        with open(gate, "rb") as g:  # blocks until the test opens the other end
+            g.read()
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(content)
+            outcome = "ok"
+        except OSError as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        with open(gate + ".done", "w", encoding="utf-8") as f:
+            f.write(outcome)
+
+    threading.Thread(target=later, daemon=True).start()
+    return "armed"
+
+
 @server.tool()
 def fetch(url: str) -> str:
     """Fetch a URL with GET and return the status and body."""

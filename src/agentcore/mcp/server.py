@@ -40,6 +40,9 @@ MAX_RESTARTS = 5  # consecutive failed starts before a server is given up
 BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 STABLE_S = 30.0  # a connection that lasted this long resets the restart count
 CLOSE_GRACE_S = 1.0
+# Between calls too, what a server made that is protected lives at most about this long (ENV-7, MCP-5):
+# a `.envrc` or a nested `.git/hooks` it plants while idle must not wait for its next call to be removed.
+SWEEP_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class ServerConnection:
         self._relist = False
         self._guarded: Any = None  # the sandbox policy before the guard (for re-observing its writable roots)
         self._prepared: Any = None  # the guard's last observation: what a sweep compares with (ENV-7)
+        self._sweeping = anyio.Lock()  # a call's sweep and the periodic one never compare against one observation twice
 
     # -- status ---------------------------------------------------------------------------
     @property
@@ -282,6 +286,8 @@ class ServerConnection:
         self._process = proc
         stack.push_async_callback(self._close_process, proc)
         tg.start_soon(proc.drain_stderr)
+        if self._guarded is not None:
+            tg.start_soon(self._sweep_while_running)
         return await stack.enter_async_context(process_streams(proc, max_message_bytes=MAX_MESSAGE_BYTES, on_broken=self._break))
 
     async def _observe(self) -> Any:
@@ -294,20 +300,35 @@ class ServerConnection:
             prepared = dataclasses.replace(prepared, placeholders=())
         return prepared
 
+    async def _sweep_while_running(self) -> None:
+        """Sweep every SWEEP_EVERY_S while the process runs; a sweep that fails has broken the connection."""
+        while True:
+            await anyio.sleep(SWEEP_EVERY_S)
+            try:
+                removed = await self.sweep()
+            except ToolFailure:
+                return
+            if removed:
+                _log.warning("MCP server %s: removed %d protected entries it created between calls", self.name, removed)
+
     async def sweep(self) -> int:
         """Remove the protected entries the server made since the last look (ENV-7); how many. Then look again."""
         from ..environments import callguard, guard
 
+        with anyio.CancelScope(shield=True):
+            async with self._sweeping:
+                return await self._sweep_once(callguard, guard)
+
+    async def _sweep_once(self, callguard: Any, guard: Any) -> int:
         prepared = self._prepared
         if prepared is None:
             return 0
-        with anyio.CancelScope(shield=True):
-            try:
-                report = await anyio.to_thread.run_sync(callguard.finish, prepared)
-                self._prepared = await self._observe()
-            except (guard.GuardError, EnvironmentUnavailable):
-                self._break("left protected files that could not be removed")
-                raise ToolFailure("unavailable", f"the sandbox could not remove protected files the MCP server {self.name} created") from None
+        try:
+            report = await anyio.to_thread.run_sync(callguard.finish, prepared)
+            self._prepared = await self._observe()
+        except (guard.GuardError, EnvironmentUnavailable):
+            self._break("left protected files that could not be removed")
+            raise ToolFailure("unavailable", f"the sandbox could not remove protected files the MCP server {self.name} created") from None
         return int(report.removed)
 
     async def _close_process(self, proc: "SpawnedProcess") -> None:
@@ -319,11 +340,14 @@ class ServerConnection:
         if self._prepared is not None:
             from ..environments import callguard, guard
 
-            try:
-                await anyio.to_thread.run_sync(callguard.finish, self._prepared)
-            except guard.GuardError:
-                _log.warning("MCP server %s: protected files it created could not be removed", self.name)
-            self._prepared = None
+            with anyio.CancelScope(shield=True):
+                async with self._sweeping:  # the periodic sweep may be halfway through one
+                    try:
+                        if self._prepared is not None:
+                            await anyio.to_thread.run_sync(callguard.finish, self._prepared)
+                    except guard.GuardError:
+                        _log.warning("MCP server %s: protected files it created could not be removed", self.name)
+                    self._prepared = None
         code = proc.returncode
         if self._broken_reason and code is not None and "exited" in self._broken_reason:
             self._broken_reason = f"{self._broken_reason}; exit status {code}" if code >= 0 else f"{self._broken_reason}; killed by signal {-code}"
