@@ -295,3 +295,23 @@ async def test_a_secret_in_a_tool_description_never_reaches_the_model(tmp_path: 
         description = query.description
         await session.stores.tool_source.aclose()
     assert value not in description and "[secret]" in description, description
+
+
+async def test_a_tool_whose_schema_holds_a_secret_is_unavailable_and_the_value_never_shows(tmp_path: Path) -> None:
+    """MCP-1: a secret in an input schema (a `default`, an `enum`, a property name) cannot be scrubbed without changing
+    what the schema means, so the tool is withdrawn with the reason; the other tools stay."""
+    value = "tok-7f3a9c1e55d0"
+    schemas = {
+        "in_default": {"type": "object", "properties": {"key": {"type": "string", "default": value}}},
+        "in_enum": {"type": "object", "properties": {"key": {"enum": ["a", f"Bearer {value}"]}}},
+        "in_name": {"type": "object", "properties": {value: {"type": "string"}}},
+    }
+    engine = bad_engine(tmp_path, [*(tool(n, s) for n, s in schemas.items()), tool("plain")], env={"API_TOKEN": value})
+    with engine.open_session() as session:
+        status = await status_of(engine, session)
+        ids = {t.id for t in engine.tools(session)}
+        await session.stores.tool_source.aclose()
+    reasons = {u["tool"]: u["reason"] for u in status["unavailable_tools"]}
+    assert set(reasons) == set(schemas) and ids >= {"bad__plain"} and not ids & {f"bad__{n}" for n in schemas}, (reasons, ids)
+    assert all(r == "the input schema holds a value the server's configuration keeps secret" for r in reasons.values())
+    assert value not in json.dumps(status)

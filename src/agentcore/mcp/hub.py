@@ -155,7 +155,7 @@ class McpHub:
         checked = listed.checked  # checked once, when the server listed it (never kept beyond its listing)
         if checked is None:
             try:
-                checked = check_input_schema(listed.input_schema)
+                checked = check_input_schema(listed.input_schema, connection.plan.secrets)
             except SchemaProblem as exc:
                 checked = exc
         if isinstance(checked, SchemaProblem):

@@ -16,7 +16,7 @@ regexes; nothing of the capability check depends on these arguments.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators
@@ -31,8 +31,13 @@ class SchemaProblem(ValueError):
     """Why a tool's input schema cannot be used."""
 
 
-def check_input_schema(schema: Any) -> Any:
-    """A validator for `schema` (with format checking), or `SchemaProblem` saying what is wrong."""
+def check_input_schema(schema: Any, secrets: Sequence[str] = ()) -> Any:
+    """A validator for `schema` (with format checking), or `SchemaProblem` saying what is wrong.
+
+    A schema holding any of `secrets` (the server's configured values) anywhere, in a key or a string, is
+    refused (MCP-1): scrubbing it could change what an `enum`, a `const` or a `default` means, and left
+    as it is, the model would read the value.
+    """
     if not isinstance(schema, dict):
         raise SchemaProblem("the input schema is not a JSON object")
     try:
@@ -42,6 +47,8 @@ def check_input_schema(schema: Any) -> Any:
     if size > MAX_SCHEMA_BYTES:
         raise SchemaProblem(f"the input schema has {size} bytes; at most {MAX_SCHEMA_BYTES} are accepted")
     _check_depth(schema)
+    if secrets and _holds(schema, secrets):
+        raise SchemaProblem("the input schema holds a value the server's configuration keeps secret")
     if schema.get("type") != "object":
         raise SchemaProblem("the input schema's top level is not {\"type\": \"object\"}")
     dialect = schema.get("$schema")
@@ -55,6 +62,21 @@ def check_input_schema(schema: Any) -> Any:
     _check_refs(schema)
     safe = _without_regexes(cls, _mentions(schema, "patternProperties"))
     return safe(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _holds(schema: Any, secrets: Sequence[str]) -> bool:
+    """Whether any key or string anywhere in `schema` contains one of `secrets` (depth already bounded)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if any(s in node for s in secrets):
+                return True
+        elif isinstance(node, dict):
+            stack += [*node.keys(), *node.values()]
+        elif isinstance(node, list):
+            stack += node
+    return False
 
 
 def _mentions(node: Any, key: str) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,11 +56,11 @@ class ListedTool:
     checked: Any = None  # the validator for `input_schema`, or the `SchemaProblem` saying why there is none
 
 
-def _check(schema: Any) -> Any:
+def _check(schema: Any, secrets: Sequence[str]) -> Any:
     from .schemas import SchemaProblem, check_input_schema
 
     try:
-        return check_input_schema(schema)
+        return check_input_schema(schema, secrets)
     except SchemaProblem as exc:
         return exc
 
@@ -242,7 +242,7 @@ class ServerConnection:
         # of many large schemas never holds the event loop for long, and the listing's deadline can cut it short.
         checked = []
         for t in listed:
-            checked.append(dataclasses.replace(t, checked=_check(t.input_schema)))
+            checked.append(dataclasses.replace(t, checked=_check(t.input_schema, self.plan.secrets)))
             await anyio.lowlevel.checkpoint()
         self.tools = checked
         self._on_tools(self)
