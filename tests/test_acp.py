@@ -541,3 +541,45 @@ async def test_a_headless_run_continuing_a_session_elsewhere_does_not_inherit_it
         outcomes.append([e.get("envelope", {}).get("type") for e in finished if e.get("type") == "call_finished"])
     # In its workspace the remembered "always" holds; elsewhere it is not restored, so the headless run refuses the ask.
     assert outcomes == [["output"], ["error"]]
+
+
+async def test_a_loaded_session_does_not_keep_the_auto_edit_mode_as_remembered_answers(setup: dict[str, Any]) -> None:
+    """A session in auto-edit mode is recorded with the mode's allows among its rules; loaded again it comes back
+    in "ask" mode, so a write must be asked (and refused here), not let through by the old mode's rules."""
+    live_script = _script(setup["tmp"] / "live.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "x.txt", "content": "1"}}]},
+                                                       {"text": "ok"}])
+    live = RecordingClient(answer=lambda tc: "reject_once")
+    async with acp_agent(live, *_args(setup, live_script), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])).session_id
+        await conn.set_config_option(config_id="mode", session_id=sid, value="auto-edit")
+        await conn.prompt(session_id=sid, prompt=[text_block("write")])
+    assert live.permissions == [] and (setup["ws"] / "x.txt").read_text() == "1"  # the mode allowed it
+    script = _script(setup["tmp"] / "again.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "y.txt", "content": "2"}}]},
+                                                   {"text": "ok"}])
+    client = RecordingClient(answer=lambda tc: "reject_once")
+    async with acp_agent(client, *_args(setup, script), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        loaded = await conn.load_session(cwd=str(setup["ws"]), session_id=sid, mcp_servers=[])
+        mode = next(o.root if hasattr(o, "root") else o for o in loaded.config_options if (o.root if hasattr(o, "root") else o).id == "mode")
+        assert mode.current_value == "ask"
+        await conn.prompt(session_id=sid, prompt=[text_block("write again")])
+    assert [p["tool_call_id"] for p in client.permissions] == ["call_1"]
+    assert not (setup["ws"] / "y.txt").exists()
+
+
+
+async def test_a_cwd_that_is_no_path_is_invalid_params_not_an_internal_error(setup: dict[str, Any]) -> None:
+    """`session/list` filtered by a cwd that cannot be a path (a NUL byte) or is relative: invalid params, and the
+    agent still answers; before, a NUL byte in it was an internal error with a traceback once a session was recorded."""
+    import acp
+
+    script = _script(setup["tmp"] / "s.yaml", [{"text": "x"}])
+    async with acp_agent(RecordingClient(), *_args(setup, script), cwd=setup["tmp"]) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(setup["ws"]), mcp_servers=[])).session_id
+        for cwd in (str(setup["ws"]) + "\x00", "ws"):
+            with pytest.raises(acp.RequestError) as exc:
+                await conn.list_sessions(cwd=cwd)
+            assert exc.value.code == -32602, cwd
+        assert [s.session_id for s in (await conn.list_sessions(cwd=str(setup["ws"]))).sessions] == [sid]

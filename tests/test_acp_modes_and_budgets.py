@@ -138,3 +138,21 @@ async def test_a_pinned_session_deny_beats_every_allow_and_reaches_subagents(ws:
             session.add_session_rule("write", "*", "allow", pinned=True)
     assert [e["metadata"]["refusal"]["code"] for e in child_envelopes] == ["denied"]
     assert not (ws / "b.txt").exists()
+
+
+async def test_transient_session_rules_apply_but_are_never_remembered(ws: Path) -> None:
+    """An editor mode's allows (auto-edit) are the host's, not the user's answers: restored elsewhere (a loaded or
+    continued session), they must not come back, or the mode would outlive the editor that chose it."""
+    engine = Engine(manifest(ws, tools=("write",), rules=[{"permission": "*", "pattern": "*", "action": "ask"}]),
+                    watchdog=AllowAllWatchdog())
+    with engine.open_session(headless=True) as session:
+        session.set_session_rules([("write", str(ws / "kept.txt"), "allow")], transient=[("write", "*", "allow")])
+        assert (await engine.call(session, "write", {"path": "a.txt", "content": "1"})).type == "output"  # the mode applies
+        remembered = session.remembered()
+    assert remembered["rules"] == [["write", str(ws / "kept.txt"), "allow"]]
+    with engine.open_session(headless=True) as again:
+        again.restore(remembered)
+        env = await engine.call(again, "write", {"path": "b.txt", "content": "2"})
+        assert env.type == "error" and env.to_dict()["metadata"]["refusal"]["layer"] == "ask", env.to_dict()
+        assert (await engine.call(again, "write", {"path": "kept.txt", "content": "3"})).type == "output"  # the answer does
+    assert (ws / "a.txt").read_text() == "1" and not (ws / "b.txt").exists() and (ws / "kept.txt").read_text() == "3"

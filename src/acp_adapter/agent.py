@@ -257,7 +257,10 @@ class AgentcoreAcp:
         if info.get("remembered") and same_place:
             # "Always" answers were given for that workspace: a command allowed there is not allowed here.
             state.session.restore(info["remembered"])
-            state.remembered_rules = [tuple(r) for r in info["remembered"].get("rules", [])]  # type: ignore[misc]
+            # The recording's rules include the allows of the mode the session was in (auto-edit's look like
+            # answers); it comes back in "ask", so they go as on a live switch of mode, MCP tools included.
+            await state.engine.ready(state.session)
+            self._apply_mode(state)
         replay = Translator(state.session.id, terminal_output=self._terminal_output)
         for event in events:  # everything is sent before the response
             for update in replay.updates(event, replaying=True):
@@ -268,10 +271,14 @@ class AgentcoreAcp:
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> Any:
         import datetime
 
+        # ACP paths are absolute; a NUL byte would make realpath raise (an internal error, not the client's fault).
+        if cwd is not None and (not os.path.isabs(cwd) or "\0" in cwd):
+            raise acp.RequestError.invalid_params({"message": "cwd must be an absolute path"})
+        workspace = os.path.realpath(cwd) if cwd is not None else None
         rows = self.recorder.sessions() if self.recorder is not None else []
         out = []
         for r in rows:
-            if cwd is not None and r["workspace"] != os.path.realpath(cwd):
+            if workspace is not None and r["workspace"] != workspace:
                 continue
             when = datetime.datetime.fromtimestamp(r["updated_at"], datetime.timezone.utc).isoformat()
             out.append(schema.SessionInfo(session_id=r["id"], cwd=r["workspace"] or "/", title=r["title"] or None, updated_at=when))
@@ -327,7 +334,8 @@ class AgentcoreAcp:
         every_mode = {r for m in MODES for r in self._mode_rules(state, m, tools)}
         state.remembered_rules = [tuple(r) for r in state.session.remembered()["rules"] if tuple(r) not in every_mode]  # type: ignore[misc]
         mode = self._mode_rules(state, state.mode, tools)
-        state.session.set_session_rules([r for r in mode if r[2] != "deny"] + state.remembered_rules,
+        # The mode's allows are transient: a recording never brings them back as the user's answers.
+        state.session.set_session_rules(state.remembered_rules, transient=[r for r in mode if r[2] != "deny"],
                                         pinned=[(tool, pattern) for tool, pattern, action in mode if action == "deny"])
 
     @staticmethod

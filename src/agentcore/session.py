@@ -97,6 +97,7 @@ class Session:
         self._session_rules: list[CompiledRule] = []
         # Rules as written, counted before expansion: a rule's index is its position here (PERM-13).
         self._session_rule_count = 0
+        self._transient: set[int] = set()  # indexes of the host's transient session rules (never remembered)
         self._engine: RuleEvaluator | None = None
         self._scopes: set[anyio.CancelScope] = set()
         # Counts abort() calls: a call whose scope was cancelled tells an abort
@@ -137,13 +138,22 @@ class Session:
         self._session_rule_count += 1
         self._engine = None
 
-    def set_session_rules(self, rules: Sequence[tuple[str, str, str]], *, pinned: Sequence[tuple[str, str]] = ()) -> None:
-        """Replace the session scope: the sidecar rule, then `pinned` denies (permission, pattern), then `rules`."""
+    def set_session_rules(self, rules: Sequence[tuple[str, str, str]], *, pinned: Sequence[tuple[str, str]] = (),
+                          transient: Sequence[tuple[str, str, str]] = ()) -> None:
+        """Replace the session scope: the sidecar rule, then `pinned` denies (permission, pattern), then
+        `transient` rules, then `rules`.
+
+        `transient`: the host's own rules for now (an editor's auto-edit mode): they apply like `rules`, but
+        they are not answers the session remembers, so a recording never brings them back elsewhere."""
         self._session_rules = []
         self._session_rule_count = 0
+        self._transient = set()
         self.add_session_rule("read", glob_escape(os.fspath(self.workdir)) + "/**", "allow")
         for permission, pattern in pinned:
             self.add_session_rule(permission, pattern, "deny", pinned=True)
+        for permission, pattern, action in transient:
+            self._transient.add(self._session_rule_count)
+            self.add_session_rule(permission, pattern, action)
         for permission, pattern, action in rules:
             self.add_session_rule(permission, pattern, action)
 
@@ -154,7 +164,8 @@ class Session:
         reloaded one). The rule that lets the model read its own sidecars is
         per working directory and is not part of it.
         """
-        rules = [(r.rule.permission, r.rule.pattern, r.rule.action) for r in self._session_rules[1:] if not r.rule.pinned]
+        rules = [(r.rule.permission, r.rule.pattern, r.rule.action) for r in self._session_rules[1:]
+                 if not r.rule.pinned and r.rule.index not in self._transient]
         return {
             "rules": [list(r) for r in rules],
             "watchdog_approvals": sorted(list(d) for d in self.stores.watchdog_approvals),
