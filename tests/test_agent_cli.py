@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -271,3 +272,74 @@ def test_run_refuses_a_bound_that_bounds_nothing(flag: str, value: str, tmp_path
     assert proc.returncode == 2, proc.stderr
     assert f"argument {flag}:" in proc.stderr and value not in proc.stderr.split(f"argument {flag}:")[1]
     assert not (tmp_path / "s.db").exists()
+
+
+def _session_id(setup: dict[str, Path], db: Path) -> str:
+    listed = run(["sessions", "list", "--json", "--db", str(db)], cwd=setup["tmp"])
+    return str(json.loads(listed.stdout)[0]["id"])
+
+
+def test_replay_never_writes_the_session_database(setup: dict[str, Path], write_manifest: Callable[..., Path]) -> None:
+    """The recorded run was refused writing the database it was recorded in (it is protected): replaying that
+    call must be refused the same way, not overwrite the recording it is reading."""
+    m = write_manifest({"name": "cli", "tools": ["write"], "requires": {"fs": {"write": ["{workspace}/**"]}}, "rules": ALLOW})
+    db = setup["ws"] / "sessions.db"
+    calls = [{"tool": "write", "args": {"path": p, "content": "x"}} for p in ("sessions.db", "sessions.db-wal")]
+    script = write_script(setup["tmp"] / "forge.yaml", [{"tool_calls": calls}, {"text": "done"}])
+    done = run(["run", "--manifest", str(m), "--workspace", str(setup["ws"]), "--model", f"script:{script}", "--db", str(db), "go"],
+               cwd=setup["tmp"])
+    assert done.returncode == 0, done.stderr
+    sid = _session_id(setup, db)
+    replayed = run(["replay", sid, "--manifest", str(m), "--workspace", str(setup["ws"]), "--db", str(db), "--json"], cwd=setup["tmp"])
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout)["changes"] == []
+    assert db.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert _session_id(setup, db) == sid
+
+
+def test_replaying_an_unattended_run_reports_no_change_for_its_refused_asks(setup: dict[str, Path], write_manifest: Callable[..., Path]) -> None:
+    """`agentcore run` refuses every ask (headless); replayed with the same manifest, the same call is refused the
+    same way, and nothing changed."""
+    m = write_manifest({"name": "cli", "tools": ["read"], "requires": {"fs": {"read": ["{workspace}/**"]}}, "rules": []}, name="asks")
+    script = write_script(setup["tmp"] / "s.yaml", [READ, {"text": "the answer"}])
+    done = run(["run", "--manifest", str(m), "--workspace", str(setup["ws"]), "--model", f"script:{script}", "--db", str(setup["db"]), "go"],
+               cwd=setup["tmp"])
+    assert done.returncode == 0 and "refused by ask (headless" in done.stderr
+    sid = _session_id(setup, setup["db"])
+    replayed = run(["replay", sid, "--manifest", str(m), "--workspace", str(setup["ws"]), "--db", str(setup["db"]), "--json"], cwd=setup["tmp"])
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout) == {"session_id": sid, "calls": 1, "changes": [], "missing": []}
+
+
+@pytest.mark.parametrize("table, data", [("parts", "{not json"), ("parts", "[1, 2]"), ("parts", '{"kind": "tool_call", "tool": 7}'),
+                                         ("events", "{not json"), ("runs", "usage")])
+def test_a_damaged_recording_is_a_clear_error_and_replays_nothing(setup: dict[str, Path], write_manifest: Callable[..., Path],
+                                                                 table: str, data: str) -> None:
+    m = write_manifest({"name": "cli", "tools": ["write"], "requires": {"fs": {"write": ["{workspace}/**"]}}, "rules": ALLOW}, name="w")
+    script = write_script(setup["tmp"] / "w.yaml", [{"tool_calls": [{"tool": "write", "args": {"path": "out.txt", "content": "x"}}]},
+                                                    {"text": "done"}])
+    db = setup["db"]
+    assert run(["run", "--manifest", str(m), "--workspace", str(setup["ws"]), "--model", f"script:{script}", "--db", str(db), "go"],
+               cwd=setup["tmp"]).returncode == 0
+    sid = _session_id(setup, db)
+    (setup["ws"] / "out.txt").unlink()
+    conn = sqlite3.connect(db)
+    with conn:
+        if table == "runs":
+            conn.execute("UPDATE runs SET usage='{broken'")
+        elif table == "parts":  # the assistant's tool call
+            conn.execute("UPDATE parts SET data=? WHERE kind='tool_call'", (data,))
+        else:
+            conn.execute("UPDATE events SET data=? WHERE id=(SELECT MAX(id) FROM events)", (data,))
+    conn.close()
+    commands = [["sessions", "show", sid], ["sessions", "show", sid, "--json"], ["sessions", "export", sid],
+                ["replay", sid, "--manifest", str(m), "--workspace", str(setup["ws"])]]
+    for command in commands:
+        if table == "events" and command[1] == "show":
+            continue  # show reads no events
+        if data.startswith('{"kind"') and command[1] in ("show", "export") and command != ["sessions", "show", sid]:
+            continue  # a well-formed part missing fields is printed as it is; what reads it as a message refuses it
+        done = run([*command, "--db", str(db)], cwd=setup["tmp"])
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "damaged" in done.stderr and "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (setup["ws"] / "out.txt").exists()  # the replay ran no call

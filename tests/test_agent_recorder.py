@@ -195,3 +195,51 @@ def test_a_new_database_and_its_side_files_are_private_to_their_owner(tmp_path: 
         assert (shared / "s.db").stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old)
+
+
+def test_two_processes_creating_the_same_database_at_once_both_open_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `agentcore run`s starting together on a new database: both read schema version 0, one migrates,
+    the other must then find the schema there rather than create its tables a second time. A real second
+    process migrates the database at the worst moment: after this one read the version, before it locks."""
+    path = tmp_path / "db.sqlite"
+    real_connect = sqlite3.connect
+    other: list[subprocess.CompletedProcess[str]] = []
+
+    def connect_with_a_rival(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)
+
+        def before(statement: str) -> None:
+            if statement.startswith("BEGIN IMMEDIATE") and not other:
+                code = "import sys; from pathlib import Path; from agentcore.recorder.store import connect; connect(Path(sys.argv[1])).close()"
+                other.append(subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")}))
+
+        conn.set_trace_callback(before)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_with_a_rival)
+    conn = connect(path)
+    conn.set_trace_callback(None)
+    monkeypatch.undo()
+    assert other and other[0].returncode == 0, other[0].stderr if other else "the rival never ran"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='sessions'").fetchone()[0] == 1
+    conn.close()
+
+
+def test_a_database_created_through_a_dangling_symlink_is_private(tmp_path: Path) -> None:
+    """`--db` naming a symlink to a file not yet there: the file SQLite creates at the target is the owner's alone."""
+    target_dir = tmp_path / "elsewhere"
+    target_dir.mkdir(mode=0o755)
+    link = tmp_path / "link.db"
+    link.symlink_to(target_dir / "real.db")
+    old = os.umask(0o022)
+    try:
+        with Recorder(link) as rec:
+            assert rec.sessions() == []
+            made = list(target_dir.iterdir())
+            assert {p.name for p in made} >= {"real.db"}
+            assert {p.name: p.stat().st_mode & 0o777 for p in made} == {p.name: 0o600 for p in made}
+    finally:
+        os.umask(old)
+    assert link.is_symlink()  # the link is followed, not replaced

@@ -187,7 +187,7 @@ def _recorded_results(recorder: Any, session_id: str) -> dict[str, tuple[str, di
 
 async def replay_session(db: Path, session_id: str, manifest_path: Path, workspace: Path) -> ReplayReport:
     """Re-run `session_id` from the recording at `db` and report what changed."""
-    from ..recorder.store import Recorder, RecorderError
+    from ..recorder.store import Recorder, RecorderError, database_files
 
     try:
         with Recorder(db) as recorder:
@@ -197,8 +197,14 @@ async def replay_session(db: Path, session_id: str, manifest_path: Path, workspa
             choices = {k: v for k, v in answered.items() if conversations.get(k[0]) is not None}
     except RecorderError as exc:
         raise ReplayError(str(exc)) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # Rows that are JSON objects but not the messages, parts or events this code wrote (an edited recording):
+        # nothing is replayed from them.
+        raise ReplayError(f"the recording of session {session_id} is damaged ({exc!r})") from None
     try:
-        manifest = load_manifest(manifest_path, workspace=workspace)
+        # The recording is protected as it was when it was made: a call the recorded run was refused (writing
+        # the database) must not run now and overwrite the recording being replayed.
+        manifest = load_manifest(manifest_path, workspace=workspace, extra_protected=list(database_files(db)))
     except ManifestError as exc:
         raise ReplayError(str(exc)) from None
     answers = _RecordedAnswers(choices)
@@ -212,7 +218,9 @@ async def replay_session(db: Path, session_id: str, manifest_path: Path, workspa
             replayed[event.call_id] = event.envelope.to_dict()
 
     loop.add_observer(collect)
-    with engine.open_session(headless=False) as session:
+    # An unattended recording (`agentcore run`, batch) refused its asks as headless: so does its replay, or
+    # every one of them would be reported as changed (headless -> rejected).
+    with engine.open_session(headless=bool(info.get("headless"))) as session:
         history: list[Message] = []
         for run in info["runs"]:
             result = await loop.run(session, run["prompt"] or "", history)

@@ -205,6 +205,7 @@ def cmd_sessions_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text({**info, "messages": history}, indent=2))
         return 0
+    _check_messages(args.session, history)
     print(f"session {info['id']}  model {info['model'] or '-'}  workspace {info['workspace'] or '-'}")
     for run in info["runs"]:
         usage = run["usage"] or {}
@@ -215,6 +216,18 @@ def cmd_sessions_show(args: argparse.Namespace) -> int:
     for d in info["decisions"]:
         print(f"decision: {d['tool']} ({d['layer']}): {d['choice']} by {d['answered_by']}")
     return 0
+
+
+def _check_messages(session_id: str, history: list[dict[str, Any]]) -> None:
+    """Messages that read back as messages, or a RecorderError: the lines below name their parts' fields."""
+    from ..agent.messages import Message
+    from ..recorder.store import RecorderError
+
+    try:
+        for m in history:
+            Message.from_dict(m)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecorderError(f"the session database is damaged: a message of session {session_id} ({exc!r})") from None
 
 
 def _part_line(role: str, part: dict[str, Any]) -> str:

@@ -116,7 +116,9 @@ def default_db_path() -> Path:
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating and migrating) the database at `path`."""
-    path = Path(path)
+    # Through a symlink, the file (and SQLite's side files beside it) is the link's target: create that one
+    # privately, as a dangling link would otherwise have SQLite create it with the umask's mode.
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _create_private(path)
     try:
@@ -144,21 +146,41 @@ def _create_private(path: Path) -> None:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise RecorderError(f"the session database has schema version {version}; this agentcore reads up to {SCHEMA_VERSION}")
+    version = _user_version(conn)
     while version < SCHEMA_VERSION:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in (s.strip() for s in MIGRATIONS[version].split(";")):
-                if statement:
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version={version + 1}")
+            # Read again under the write lock: another process opening the same database may have
+            # migrated it since the read above, and its tables must not be created a second time.
+            version = _user_version(conn)
+            if version < SCHEMA_VERSION:
+                for statement in (s.strip() for s in MIGRATIONS[version].split(";")):
+                    if statement:
+                        conn.execute(statement)
+                version += 1
+                conn.execute(f"PRAGMA user_version={version}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        version += 1
+    if version > SCHEMA_VERSION:
+        raise RecorderError(f"the session database has schema version {version}; this agentcore reads up to {SCHEMA_VERSION}")
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _loaded(text: Any, what: str) -> dict[str, Any]:
+    """A JSON column read back; a row that is not what this code wrote (edited, damaged) is a RecorderError
+    saying so, never a traceback or a value of the wrong type handed on."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        raise RecorderError(f"the session database is damaged: {what} is not a JSON object")
+    return value
 
 
 @dataclass
@@ -311,8 +333,9 @@ class Recorder:
             raise RecorderError(f"no recorded session has the id {session_id!r}")
         keys = ("id", "parent_id", "parent_call_id", "created_at", "updated_at", "manifest", "workspace", "model", "title", "headless", "remembered")
         out = dict(zip(keys, row))
-        out["remembered"] = json.loads(out["remembered"]) if out["remembered"] else None
-        out["runs"] = [dict(zip(("id", "started_at", "finished_at", "prompt", "stop_reason", "error", "usage"), r[:6] + (json.loads(r[6]) if r[6] else None,)))
+        out["remembered"] = _loaded(out["remembered"], f"the remembered answers of session {session_id}") if out["remembered"] else None
+        out["runs"] = [dict(zip(("id", "started_at", "finished_at", "prompt", "stop_reason", "error", "usage"),
+                                r[:6] + (_loaded(r[6], f"the usage of run {r[0]}") if r[6] else None,)))
                        for r in self._db.execute("SELECT id, started_at, finished_at, prompt, stop_reason, error, usage FROM runs "
                                                  "WHERE session_id=? ORDER BY started_at", (session_id,))]
         out["decisions"] = [dict(zip(("call_id", "tool", "layer", "choice", "answered_by"), r))
@@ -326,16 +349,19 @@ class Recorder:
         self.session(session_id)  # unknown ids are an error, not an empty history
         messages: list[dict[str, Any]] = []
         rows = self._db.execute(
-            "SELECT m.id, m.role, p.data FROM messages m LEFT JOIN parts p ON p.message_id = m.id "
+            "SELECT m.id, m.role, p.data, p.id FROM messages m LEFT JOIN parts p ON p.message_id = m.id "
             "WHERE m.session_id=? ORDER BY m.id, p.seq", (session_id,)).fetchall()
         current: tuple[int, str, list[dict[str, Any]]] | None = None
-        for mid, role, data in rows:
+        for mid, role, data, part_id in rows:
             if current is None or current[0] != mid:
                 if current is not None:
                     messages.append({"role": current[1], "parts": current[2]})
                 current = (mid, role, [])
             if data is not None:
-                current[2].append(json.loads(data))
+                part = _loaded(data, f"part {part_id}")
+                if not isinstance(part.get("kind"), str):
+                    raise RecorderError(f"the session database is damaged: part {part_id} has no kind")
+                current[2].append(part)
         if current is not None:
             messages.append({"role": current[1], "parts": current[2]})
         return messages
@@ -343,15 +369,15 @@ class Recorder:
     def events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """The session's recorded events, in order, as they were emitted (their JSON form)."""
         self.session(session_id)
-        for (data,) in self._db.execute("SELECT data FROM events WHERE session_id=? ORDER BY id", (session_id,)):
-            yield json.loads(data)
+        for event_id, data in self._db.execute("SELECT id, data FROM events WHERE session_id=? ORDER BY id", (session_id,)):
+            yield _loaded(data, f"event {event_id}")
 
     def tree_events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """The events of the session and of its subagents' sessions, interleaved as they happened."""
         ids = self._tree(session_id)
         marks = ",".join("?" * len(ids))
-        for (data,) in self._db.execute(f"SELECT data FROM events WHERE session_id IN ({marks}) ORDER BY id", ids):
-            yield json.loads(data)
+        for event_id, data in self._db.execute(f"SELECT id, data FROM events WHERE session_id IN ({marks}) ORDER BY id", ids):
+            yield _loaded(data, f"event {event_id}")
 
     def _tree(self, session_id: str) -> list[str]:
         self.session(session_id)
