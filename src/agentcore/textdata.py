@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 MAX_DEPTH = 64
 """Containers (mappings, sequences, objects, arrays) nested deeper than this are refused."""
+
+MAX_DOCUMENT_BYTES = 16 << 20
+"""A manifest or rules file longer than this is refused before it is parsed: no agent's is near it, and
+/dev/zero or a file that never ends would otherwise be read until the kernel kills the process."""
 
 KeyPath = tuple[Any, ...]
 LineIndex = dict[KeyPath, int]
@@ -176,6 +180,31 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
     return load_json(text, max_depth=max_depth)[0]
+
+
+class TooLarge(ValueError):
+    """A file or stream longer than its reader's bound."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"larger than {limit // (1 << 20)} MiB")
+
+
+def read_bounded(stream: IO[bytes], limit: int) -> str:
+    """The UTF-8 text of `stream`, read to its end; TooLarge once more than `limit` bytes came.
+
+    Reads in blocks so that /dev/zero, a FIFO that never ends or a huge file costs at most `limit`
+    bytes before it is refused (a plain `read()` grows until the kernel kills the process).
+    Raises UnicodeDecodeError for text that is not UTF-8.
+    """
+    blocks: list[bytes] = []
+    size = 0
+    while block := stream.read(min(1 << 20, limit + 1 - size)):
+        blocks.append(block)
+        size += len(block)
+        if size > limit:
+            raise TooLarge(limit)
+    return b"".join(blocks).decode("utf-8")
 
 
 def printable(text: str, *, lines: bool = False) -> str:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..textdata import printable
 from .agent_cmds import add_db_arg, add_model_args
 
 
@@ -27,7 +28,7 @@ def cmd_acp(args: argparse.Namespace) -> int:
                                       manifest_dir=manifest.parent)
         check_model_config(config)
     except (ModelConfigError, ValueError) as exc:
-        print(f"agentcore acp: {exc}", file=sys.stderr)
+        print(f"agentcore acp: {printable(str(exc))}", file=sys.stderr)
         return 2
     from acp_adapter.agent import AcpOptions, serve  # the ACP SDK is imported here and nowhere else
 
@@ -46,9 +47,12 @@ def _default_db() -> Path:
 def _model_block(manifest: Path) -> argparse.Namespace | None:
     import yaml
 
+    from ..textdata import MAX_DOCUMENT_BYTES, TooLarge, read_bounded
+
     try:
-        doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        with open(manifest, "rb") as fh:  # bounded: `--manifest /dev/zero` must not take the machine's memory
+            doc = yaml.safe_load(read_bounded(fh, MAX_DOCUMENT_BYTES))
+    except (OSError, UnicodeDecodeError, TooLarge, yaml.YAMLError) as exc:
         raise ValueError(f"cannot read the manifest {manifest}: {exc}") from None
     block = doc.get("model") if isinstance(doc, dict) else None
     if block is None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..textdata import printable
 from .agent_cmds import add_model_args, model_flags
 
 BATCH_EPILOG = (
@@ -62,7 +63,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     try:
         outcome = anyio.run(run_batch, config, display)
     except (BatchUsageError, RayUnavailable) as exc:
-        print(f"agentcore: {exc}", file=sys.stderr)
+        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         display.end(f"batch: interrupted; finished tasks are in {Path(args.out) / 'results.jsonl'} (run again with --resume)")

@@ -19,11 +19,19 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from ..textdata import StructureError, json_text, key_path_text, loads_json
+from ..textdata import StructureError, TooLarge, json_text, key_path_text, loads_json, printable, read_bounded
 
 
 class UsageError(Exception):
     pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its error escaped: "unrecognized arguments" quotes them raw (ASK-13)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
 
 
 def _die(message: str) -> NoReturn:
@@ -52,14 +60,27 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     return engine, session
 
 
+ARGS_MAX_BYTES = 256 << 20
+"""ARGS_JSON read from a file or stdin is refused past this: far above any call the default limits let
+through (a `write` of 8 MiB is at most 48 MiB of JSON), and /dev/zero cannot take the machine's memory."""
+
+
 def _parse_args_json(text: str) -> Any:
-    """ARGS_JSON itself, or the contents of `@FILE`, or standard input for `-` (any size)."""
+    """ARGS_JSON itself, or the contents of `@FILE`, or standard input for `-` (UTF-8, up to ARGS_MAX_BYTES)."""
     if text == "-":
-        text = sys.stdin.read()
+        if sys.stdin is None:  # started with fd 0 closed (`<&-`)
+            _die("ARGS_JSON is -, but standard input is closed")
+        try:
+            # The bytes, not sys.stdin's locale decoding: under a C locale that turns invalid UTF-8 into
+            # lone surrogates, which then fail deep inside a tool instead of here.
+            text = read_bounded(sys.stdin.buffer, ARGS_MAX_BYTES)
+        except (TooLarge, UnicodeDecodeError) as exc:
+            _die(f"ARGS_JSON on standard input: {'not UTF-8' if isinstance(exc, UnicodeDecodeError) else exc}")
     elif text.startswith("@"):
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            with open(text[1:], "rb") as fh:
+                text = read_bounded(fh, ARGS_MAX_BYTES)
+        except (OSError, UnicodeDecodeError, TooLarge) as exc:
             _die(f"ARGS_JSON file {text[1:]}: {getattr(exc, 'strerror', None) or exc}")
     try:
         return loads_json(text)
@@ -161,31 +182,36 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(report, indent=2))
         return 0
-    print(f"explain {args.tool} (nothing is executed)")
+    _say(f"explain {args.tool} (nothing is executed)")
     for layer in report["layers"]:
         name, decision = layer["layer"], layer["decision"]
-        print(f"- {name}: {decision}")
+        _say(f"- {name}: {decision}")
         for k, v in layer.items():
             if k in ("layer", "decision") or v is None:
                 continue
             if k == "checks":
                 for c in v:
-                    print(f"    {c['access']}: {c['canonical']}  in scope: {c['in_scope']}")
-                    print(f"      compared with: {', '.join(c['scope']) or '(empty scope)'}")
+                    _say(f"    {c['access']}: {c['canonical']}  in scope: {c['in_scope']}")
+                    _say(f"      compared with: {', '.join(c['scope']) or '(empty scope)'}")
             elif k == "subjects":
                 for s in v:
                     rule = s.get("rule")
                     why = f"{rule['scope']} rule #{rule['index'] + 1} ({rule['permission']} {rule['pattern']} -> {rule['action']})" if rule else "no rule matched (default ask)"
                     pin = " [pinned manifest deny]" if s.get("pinned") else ""
-                    print(f"    {s['subject']}: {s['action']} by {why}{pin}")
+                    _say(f"    {s['subject']}: {s['action']} by {why}{pin}")
             elif k == "command_line":
                 # Shell-quoted, so it can be read (and pasted) exactly; `fd:...` stand for per-run descriptor numbers.
-                print("    command line: " + shlex.join(v))
+                _say("    command line: " + shlex.join(v))
             else:
-                print(f"    {k}: {v}")
+                _say(f"    {k}: {v}")
     res = report["result"]
-    print("result: " + ("refused — " + str(res.get("error_text")) if res["refused"] else "would run"))
+    _say("result: " + ("refused — " + str(res.get("error_text")) if res["refused"] else "would run"))
     return 0
+
+
+def _say(line: str) -> None:
+    """A line of explain's text: it quotes the call's paths and commands, which a model wrote (ASK-13)."""
+    print(printable(line))
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -295,8 +321,8 @@ def _add_demo(sub: Any) -> None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
-    p = argparse.ArgumentParser(prog="agentcore", description="Reference engine for the locked agent tool set.",
-                                epilog="exit codes: 0 ok, 2 usage error, 70 internal error, 130 interrupted, 141 output closed")
+    p = _Parser(prog="agentcore", description="Reference engine for the locked agent tool set.",
+                epilog="exit codes: 0 ok, 2 usage error, 70 internal error, 130 interrupted, 141 output closed")
     p.add_argument("--version", action="version", version=f"agentcore {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -366,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"agentcore: {exc}", file=sys.stderr)
+        # Escaped: the message may quote an argument (a path), and its escape sequences would reach the terminal.
+        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -398,7 +425,8 @@ def entry() -> None:
     """The console script: `main`, then an exit that survives a closed stdout."""
     code = main()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None when started with fd 1 closed (`>&-`): print() wrote nothing
+            sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
         code = EXIT_PIPE

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..textdata import printable
+
 
 def cmd_mcp_list(args: argparse.Namespace) -> int:
     """Start the manifest's servers in a headless session, print their status, stop them; 2 on usage errors."""
@@ -23,12 +25,12 @@ def cmd_mcp_list(args: argparse.Namespace) -> int:
 
     workspace = Path(args.workspace) if args.workspace else Path.cwd()
     if not workspace.is_dir():
-        print(f"agentcore: --workspace {workspace}: not a directory", file=sys.stderr)
+        print(f"agentcore: --workspace {printable(str(workspace))}: not a directory", file=sys.stderr)
         return 2
     try:
         manifest = load_manifest(Path(args.manifest), workspace=workspace)
     except ManifestError as exc:
-        print(f"agentcore: {exc}", file=sys.stderr)
+        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
         return 2
     engine = Engine(manifest, environment=args.env)
 

@@ -16,7 +16,20 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args, get_origin
 import yaml
 
 from ..errors import ManifestError
-from ..textdata import MAX_DEPTH, KeyPath, LineIndex, StructureError, did_you_mean, key_path_text, line_of, load_json, too_deep
+from ..textdata import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    KeyPath,
+    LineIndex,
+    StructureError,
+    TooLarge,
+    did_you_mean,
+    key_path_text,
+    line_of,
+    load_json,
+    read_bounded,
+    too_deep,
+)
 from .spec import ManifestSpec, RulesFileSpec, read_spec
 from .strict_yaml import load_yaml
 
@@ -195,8 +208,9 @@ def _present(data: Any, key: KeyPath, name: str) -> bool:
 def _read(cls: type[M], path: Path, what: str) -> M:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with open(path, "rb") as fh:
+            text = read_bounded(fh, MAX_DOCUMENT_BYTES)
+    except (OSError, UnicodeDecodeError, TooLarge) as exc:
         raise ManifestError(f"cannot read {what}: {exc}", location=str(path)) from None
     data, lines = _parse(text, path)
     return _validate(cls, data, path, lines)
