@@ -28,7 +28,7 @@ def cmd_acp(args: argparse.Namespace) -> int:
                                       manifest_dir=manifest.parent)
         check_model_config(config)
     except (ModelConfigError, ValueError) as exc:
-        print(f"agentcore acp: {printable(str(exc))}", file=sys.stderr)
+        print(f"agentcore acp: {printable(str(exc), lines=True)}", file=sys.stderr)
         return 2
     from acp_adapter.agent import AcpOptions, serve  # the ACP SDK is imported here and nowhere else
 

@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _report(outcome: Any, *, jsonl: bool) -> int:
     if outcome.status == "usage":
-        print(f"agentcore: {printable(str(outcome.error))}", file=sys.stderr)
+        print(f"agentcore: {printable(str(outcome.error), lines=True)}", file=sys.stderr)
         return outcome.exit_code
     if not jsonl and outcome.text:
         # The answer exactly, for a pipe or a file; on a terminal, without the escape sequences a model could
@@ -168,7 +168,7 @@ def _recorded(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
         try:
             return command(args)
         except RecorderError as exc:
-            print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
+            print(f"agentcore: {printable(str(exc), lines=True)}", file=sys.stderr)
             return 2
 
     return run
@@ -274,7 +274,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         report = anyio.run(replay_session, _db_path(args), args.session, Path(args.manifest), Path(args.workspace))
     except ReplayError as exc:
-        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
+        print(f"agentcore: {printable(str(exc), lines=True)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -63,7 +63,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     try:
         outcome = anyio.run(run_batch, config, display)
     except (BatchUsageError, RayUnavailable) as exc:
-        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
+        print(f"agentcore: {printable(str(exc), lines=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         display.end(f"batch: interrupted; finished tasks are in {Path(args.out) / 'results.jsonl'} (run again with --resume)")

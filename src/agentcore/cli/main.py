@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except UsageError as exc:
         # Escaped: the message may quote an argument (a path), and its escape sequences would reach the terminal.
-        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
+        print(f"agentcore: {printable(str(exc), lines=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -30,7 +30,7 @@ def cmd_mcp_list(args: argparse.Namespace) -> int:
     try:
         manifest = load_manifest(Path(args.manifest), workspace=workspace)
     except ManifestError as exc:
-        print(f"agentcore: {printable(str(exc))}", file=sys.stderr)
+        print(f"agentcore: {printable(str(exc), lines=True)}", file=sys.stderr)
         return 2
     engine = Engine(manifest, environment=args.env)
 
