@@ -99,6 +99,27 @@ async def test_text_json_and_charset(servers: list) -> None:
     assert await refused(base + "/sniffbin", pol) == "binary_content"
 
 
+async def test_a_charset_that_cannot_decode_text_falls_back_to_utf8(servers: list) -> None:
+    # A hostile server names a codec that is not a text encoding (zlib, base64), or one
+    # that refuses replacement (idna, undefined, punycode): the body is still text, as UTF-8.
+    body = "café".encode() + b" \xff"
+    names = ("zlib", "base64", "idna", "undefined", "punycode")
+    srv = serve(servers, {f"/{n}": Reply(200, {"Content-Type": f"text/plain; charset={n}"}, body) for n in names})
+    pol = policy(f"127.0.0.1:{srv.port}")
+    for name in names:
+        result = await fetch_url(f"http://127.0.0.1:{srv.port}/{name}", pol)
+        assert result.text == "café \ufffd", name
+    assert len(srv.requests) == len(names)
+
+
+async def test_deeply_nested_html_still_gives_its_text(servers: list) -> None:
+    # ~30 KB of nesting made the Markdown converter recurse past Python's limit (a crash).
+    page = b"<html><head><title>Deep</title></head><body>" + b"<div>" * 5000 + b"deep words"
+    srv = serve(servers, {"/": Reply(200, {"Content-Type": "text/html"}, page)})
+    result = await fetch_url(f"http://127.0.0.1:{srv.port}/", policy(f"127.0.0.1:{srv.port}"))
+    assert result.status == 200 and "deep words" in result.text and result.text.startswith("# Deep")
+
+
 async def test_non_2xx_is_a_result(servers: list) -> None:
     srv = serve(servers, {})
     result = await fetch_url(f"http://127.0.0.1:{srv.port}/missing", policy(f"127.0.0.1:{srv.port}"))

@@ -239,7 +239,12 @@ def html_to_markdown(html: bytes | str, charset: str | None = None, base_url: st
             tag[attribute] = _absolute(base_url, str(tag[attribute]))
         for tag in soup.find_all("img", src=True):
             tag["src"] = _absolute(base_url, str(tag["src"]))
-    body = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
+    try:
+        body = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
+    except RecursionError:
+        # The converter recurses once per nesting level; a page nested ~1000 deep
+        # (a few KB) gets its text only.  get_text walks the tree without recursing.
+        body = soup.get_text("\n", strip=True)
     body = re.sub(r"[ \t]+\n", "\n", body)
     body = re.sub(r"\n{3,}", "\n\n", body).strip()
     if title and title not in body[: len(title) + 200]:
@@ -267,7 +272,14 @@ async def _to_text(content_type: str, body: bytes, base_url: str) -> str:
     if kind == "html":
         # CPU-bound on large pages; abandoning keeps timeouts and cancellation prompt.
         return await anyio.to_thread.run_sync(html_to_markdown, body, charset, base_url, abandon_on_cancel=True)
-    return body.decode(charset or "utf-8", errors="replace")
+    if charset is not None:
+        try:
+            return body.decode(charset, errors="replace")
+        except (LookupError, UnicodeError):
+            # Not a text encoding (zlib, base64) or one without replacement (idna,
+            # punycode): the server's label is unusable, so read it as undeclared.
+            pass
+    return body.decode("utf-8", errors="replace")
 
 
 # --------------------------------------------------------------------------

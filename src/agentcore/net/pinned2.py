@@ -8,7 +8,9 @@ proxies, `SSL_CERT_*` variables and unix sockets are never used. A
 redirect or a request to any other host or port fails to connect.
 
 Also bounds each response body that is not an event stream (`max_body_bytes`),
-so a server cannot make the client buffer an unbounded JSON answer.
+so a server cannot make the client buffer an unbounded JSON answer; bodies are
+asked for, and accepted, only without a content encoding, so the bound holds
+for what the client decodes too.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ import httpx2
 from agentcore.net.pinning import pinned_backend
 from agentcore.net.vetting import IPAddress
 
-__all__ = ["BodyTooLarge", "PinnedTransport2"]
+__all__ = ["BodyTooLarge", "PinnedTransport2", "UnrequestedEncoding"]
 
 
 class BodyTooLarge(httpx2.TransportError):
     """A response body exceeded the transport's bound."""
+
+
+class UnrequestedEncoding(httpx2.TransportError):
+    """A response body came with a content encoding although identity was asked for."""
 
 
 class _BoundedStream(httpx2.AsyncByteStream):
@@ -74,7 +80,14 @@ class PinnedTransport2(httpx2.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send through the pinned pool; bound the body unless it is an event stream."""
+        # The client decodes Content-Encoding after the transport, where the bound below
+        # does not reach: a 16 MiB gzip body would inflate to gigabytes.  So ask for the
+        # body unencoded and refuse one that is encoded anyway.
+        request.headers["Accept-Encoding"] = "identity"
         response = await super().handle_async_request(request)
+        if response.headers.get("content-encoding", "").strip().lower() not in ("", "identity"):
+            await response.aclose()
+            raise UnrequestedEncoding("the response body is content-encoded although identity was asked for")
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if self._max_body is not None and media != "text/event-stream":
             response.stream = _BoundedStream(response.stream, self._max_body)  # type: ignore[arg-type]
