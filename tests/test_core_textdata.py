@@ -310,6 +310,28 @@ async def test_deep_call_arguments_are_a_schema_refusal_naming_the_depth(make_ag
     assert shallow.refusal == {"layer": "schema", "code": "invalid_arguments"} and "nested" not in (shallow.error_text or "")
 
 
+@pytest.mark.anyio
+async def test_a_lone_surrogate_in_any_argument_is_a_schema_refusal_and_nothing_is_written(make_agent: Any, workspace: Path) -> None:
+    """JSON's `\\udcff` decodes to a lone surrogate, which is no Unicode text: refused before any tool (ORDER-2),
+    never an internal error inside one, nor a file named by a byte the model never wrote."""
+    agent = make_agent(workspace)
+    before = sorted(p.name for p in workspace.iterdir())
+    calls = [
+        ("write", {"path": "s.txt", "content": "a\udcffb"}),
+        ("write", {"path": "s\udcff.txt", "content": "x"}),
+        ("edit", {"path": "a.txt", "old_string": "x", "new_string": "\udcff"}),
+        ("grep", {"pattern": "a\udcff"}),
+        ("read", {"path": "a.txt", "\ud800": 1}),
+    ]
+    for tool, args in calls:
+        env = await agent.call(tool, args)
+        assert env.to_dict()["metadata"]["refusal"] == {"layer": "schema", "code": "invalid_arguments"}, (tool, env.to_dict())
+        assert "lone surrogate" in (env.error_text or "")
+    assert sorted(p.name for p in workspace.iterdir()) == before
+    ok = await agent.call("write", {"path": "s.txt", "content": "caf\u00e9 \U0001f600"})  # control: real non-ASCII text
+    assert ok.type == "output" and (workspace / "s.txt").read_text(encoding="utf-8") == "caf\u00e9 \U0001f600"
+
+
 def test_cli_refuses_deep_and_duplicate_args_json_without_a_traceback(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -68,6 +68,27 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def holds_surrogate(value: Any) -> bool:
+    """Whether a string anywhere in `value` (keys included) holds a lone surrogate: JSON's `\\udcff` escapes
+    decode to one, and it is no Unicode text (it cannot be encoded, written or matched). Call after
+    `too_deep`: this walk is iterative but visits every container."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack += item.keys()
+            stack += item.values()
+        elif isinstance(item, (list, tuple)):
+            stack += item
+    return False
+
+
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether `value` (dicts, lists and tuples of anything) nests more than `limit` containers.
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # the validator comes built from the registry: nothing here n
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
-from ..textdata import MAX_DEPTH, too_deep
+from ..textdata import MAX_DEPTH, holds_surrogate, too_deep
 from .fastschema import proven_valid
 
 
@@ -65,6 +65,10 @@ def validate_args(validator: Callable[[], Draft202012Validator], args: Any, sche
     if too_deep(args):
         # Checked before the validator, whose recursion (and every later json.dumps) a deep value would exhaust.
         return f'"": nested more than {MAX_DEPTH} levels deep (limit \'depth\')'
+    if holds_surrogate(args):
+        # Before any tool: a lone surrogate cannot be encoded, so it would fail deep inside one (or name a file
+        # by a byte the model never wrote, through the file system's surrogate escapes).
+        return '"": a string holds a lone surrogate, which is not Unicode text (limit \'unicode\')'
     if schema is not None and proven_valid(schema, args):
         return None
     errors = sorted(validator().iter_errors(args), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator)))
