@@ -23,6 +23,8 @@ from typing import Any
 from agentcore.textdata import printable
 
 TEXT_CAP = 64 * 1024  # characters of live text output kept per call (the envelope holds the head anyway)
+NOTES_SHOWN = 20  # the latest progress notes a live update shows
+NOTE_CHARS = 1000  # characters of one progress note shown
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -35,6 +37,7 @@ class _Call:
     terminal: bool
     output: str = ""
     notes: list[str] = field(default_factory=list)
+    shown: int = 0  # characters of `output` the last live update carried
 
 
 class Translator:
@@ -92,13 +95,20 @@ class Translator:
             return []
         base = {"sessionUpdate": "tool_call_update", "toolCallId": e["call_id"]}
         if e["stream"] == "progress":
-            call.notes.append(e["text"])
+            # The latest notes only: each update carries all it shows, and a server may send notes without end.
+            call.notes = [*call.notes[-(NOTES_SHOWN - 1):], e["text"][:NOTE_CHARS]]
             return [{**base, "content": [_text("\n".join(call.notes))]}]
         if call.terminal:
             return [{**base, "_meta": {"terminal_output": {"terminal_id": e["call_id"], "data": e["text"]}}}]
         if len(call.output) >= TEXT_CAP:
             return []
         call.output = (call.output + e["text"])[:TEXT_CAP]
+        # Each update carries the whole text so far, so one per chunk is quadratic: a command writing a byte at a
+        # time would send the editor gigabytes. An update goes out once the text grew by an eighth since the last
+        # one (or reached the cap): all of a call's live updates together carry at most about 9 x TEXT_CAP.
+        if (len(call.output) - call.shown) * 8 < call.shown and len(call.output) < TEXT_CAP:
+            return []
+        call.shown = len(call.output)
         return [{**base, "content": [_text(f"```\n{call.output}\n```")]}]
 
     def _call_finished(self, e: dict[str, Any], replaying: bool) -> list[dict[str, Any]]:
