@@ -123,3 +123,13 @@ def test_a_closed_stdout_is_not_a_traceback(proj: tuple[Path, Path]) -> None:
     for args in (["tools"], ["call", "--manifest", str(m), "--workspace", str(ws), "--headless", "read", '{"path": "src"}']):
         r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", EXE, *args], capture_output=True, text=True, timeout=120)
         assert r.returncode in (0, 141) and "Traceback" not in r.stderr, (args[0], r.returncode, r.stderr[-1000:])
+
+
+def test_an_endless_tasks_file_or_script_is_refused_without_reading_it_all(proj: tuple[Path, Path], tmp_path: Path) -> None:
+    """`batch /dev/zero` and `--model script:/dev/zero` are errors after a bounded read, not the kernel's kill."""
+    ws, m = proj
+    out = tmp_path / "out"
+    r = run("batch", "/dev/zero", "--manifest", str(m), "--out", str(out), capped=True)
+    assert r.returncode == 2 and "cannot read the tasks file" in r.stderr and "larger than" in r.stderr, (r.returncode, r.stderr[-500:])
+    r = run("run", "--manifest", str(m), "--workspace", str(ws), "--model", "script:/dev/zero", "hello", capped=True)
+    assert r.returncode == 2 and "cannot read the script" in r.stderr and "larger than" in r.stderr, (r.returncode, r.stderr[-500:])

@@ -99,10 +99,12 @@ class ScriptFileError(Exception):
 def load_script(path: Path) -> Script:
     """Read and validate a script file (YAML or JSON)."""
     from ..api import parse_document
+    from ..textdata import MAX_DOCUMENT_BYTES, TooLarge, read_bounded
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with open(path, "rb") as fh:  # bounded like a manifest: `script:/dev/zero` must not take the memory
+            text = read_bounded(fh, MAX_DOCUMENT_BYTES)
+    except (OSError, UnicodeDecodeError, TooLarge) as exc:
         raise ScriptFileError(f"cannot read the script {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
     try:
         data = parse_document(text, Path(path))

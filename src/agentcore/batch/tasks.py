@@ -117,13 +117,19 @@ class TaskFile:
     errors: list[LineError]
 
 
+TASKS_FILE_MAX_BYTES = 256 << 20  # a quarter of a million tasks of a kilobyte each; past it, no tasks file
+
+
 def load_tasks(path: Path) -> TaskFile:
     """Every valid task of the file, and an error for each line that is not one."""
+    from ..textdata import TooLarge, read_bounded
+
     path = Path(path).absolute()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        with open(path, "rb") as fh:  # bounded: a tasks file that never ends (/dev/zero) must not take the memory
+            text = read_bounded(fh, TASKS_FILE_MAX_BYTES)
+    except (OSError, UnicodeDecodeError, TooLarge) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc) if isinstance(exc, TooLarge) else "not UTF-8"
         raise TasksFileError(f"cannot read the tasks file {path}: {reason}") from None
     tasks: list[Task] = []
     errors: list[LineError] = []
