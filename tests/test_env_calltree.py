@@ -410,3 +410,46 @@ def test_an_environment_is_not_walked_for_what_the_guard_keeps_whole(tmp_path: P
     (site / "key.pem").write_text("k")
     found = scan([ws], [ws], denies(ws, "**/*.pem"))
     assert found.denied == (site / "key.pem",) and found.linked == (ws / "other.py",)
+
+
+def test_a_directory_the_walk_cannot_list_is_read_only_or_refused(tmp_path: Path) -> None:
+    """`chmod 000` by one command must not hide a directory (and a hard link in it) from the next call's walk.
+    The walk runs without the capabilities that let root list any directory (setpriv), as a user's would."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    (ws / "sub" / "locked").mkdir(parents=True)
+    (ws / "sub" / "locked" / "k.pem").write_text("x")
+    os.chmod(ws / "sub" / "locked", 0)
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from agentcore.environments.calltree import WalkBounded, scan\n"
+        "from test_env_calltree import denies\n"
+        "ws = Path(sys.argv[1])\n"
+        "found = scan([ws])\n"
+        "try:\n"
+        "    scan([], [ws], denies(ws, '**/*.pem'))\n"
+        "    hunted = 'ran'\n"
+        "except WalkBounded as exc:\n"
+        "    hunted = str(exc)\n"
+        "print(json.dumps({'bounded': found.bounded, 'linked': [str(p) for p in found.linked], 'hunted': hunted}))\n"
+    )
+    prefix = []
+    if os.getuid() == 0:
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) is needed to run the walk without root's directory capabilities"
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent / "src"), str(Path(__file__).parent)])}
+    try:
+        proc = subprocess.run([*prefix, sys.executable, "-c", code, str(ws)], capture_output=True, text=True, timeout=60,
+                              env=env, check=False)
+    finally:
+        os.chmod(ws / "sub" / "locked", 0o755)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["bounded"] == 1 and got["linked"] == [str(ws / "sub" / "locked")], got
+    assert "cannot list" in got["hunted"], got

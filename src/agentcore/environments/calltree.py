@@ -64,13 +64,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..limits import Limits
 from ..protected import LAYOUT_MARKERS, PROTECTED_DIRS, SITE_DIRS, layout_kind, name_reason, startup_file
 from ..timestamps import recent
 from .base import EnvironmentUnavailable
 from .denies import WildcardDeny
 
-MAX_ENTRIES = 100_000  # the defaults of `limits.walk_entries` and `limits.walk_depth`
-MAX_DEPTH = 32
+MAX_ENTRIES, MAX_DEPTH = Limits.walk_entries, Limits.walk_depth  # the manifest's defaults
 # bwrap's cost grows with the square of the mounts (each read-only bind re-reads the mount table):
 # about 20 ms at 50 mounts, 380 ms at 400, 11 s at 3,500. Hard-linked files beyond this many are
 # covered by read-only directories instead (a pnpm `node_modules` has thousands of them).
@@ -345,6 +345,10 @@ def scan(
             got = _list(top, st, top_writable, links.hunt, read_denies, write_denies, in_write_root, sealed)
             if got is None:
                 links.seen(top, None, ())
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    # There but not listable (a command can `chmod 000` a directory for the next call's walk):
+                    # unseen like one past the bounds, so read-only (or, hunting, refused), never writable.
+                    unwalked.append((top, top_writable))
                 continue
         links.seen(top, st, got.names)
         listed[top] = got
@@ -364,8 +368,9 @@ def scan(
     links.settle((tuple(writable), tuple(roots), links.hunt, max_entries, max_depth))
     if unwalked and links.hunt:
         raise WalkBounded(
-            f"the directories the sandbox shows hold more than {max_entries} entries or {max_depth} levels, so the walk "
-            "that applies the read-deny rules cannot see all of them; raise limits.walk_entries or limits.walk_depth")
+            f"the walk that applies the read-deny rules cannot see every directory the sandbox shows (more than "
+            f"{max_entries} entries, deeper than {max_depth} levels, or one it cannot list); raise limits.walk_entries "
+            "or limits.walk_depth")
     hide, keep = links.result(
         [*map(os.fspath, denied), *map(os.fspath, denied_paths)], [*map(os.fspath, protected), *map(os.fspath, protected_paths)]
     )
