@@ -23,18 +23,23 @@ def ws(make_workspace: Callable[..., Path]) -> Path:
 TASK = {"tool": "task", "args": {"description": "d", "prompt": "work"}}
 
 
-async def test_token_budget_is_not_multiplied_by_subagents(ws: Path, tmp_path: Path) -> None:
-    """A run's token budget covers its subagents: three `task` calls in one turn must not get a full budget each."""
-    budget = 400
+async def _delegate_three_forever(ws: Path, tmp_path: Path, **loop_kw: Any) -> tuple[Any, Any]:
+    """A run whose first turn makes three `task` calls; every child (and then the parent) reads forever, so
+    only the loop's caps stop them. Returns (the run's result, every event seen)."""
     engine = Engine(manifest(ws, tools=["read", "task"]), watchdog=AllowAllWatchdog())
     script = write_script(tmp_path / "s.yaml", [
         {"tool_calls": [dict(TASK, args=dict(TASK["args"])) for _ in range(3)]},
-        # every child (and then the parent) reads forever: only the budget stops them
         {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}}], "repeat": "forever"},
     ])
-    async with scripted_loop(engine, script, token_budget=budget) as (loop, seen):
+    async with scripted_loop(engine, script, **loop_kw) as (loop, seen):
         with engine.open_session() as session:
-            result = await loop.run(session, "delegate")
+            return await loop.run(session, "delegate"), seen
+
+
+async def test_token_budget_is_not_multiplied_by_subagents(ws: Path, tmp_path: Path) -> None:
+    """A run's token budget covers its subagents: three `task` calls in one turn must not get a full budget each."""
+    budget = 400
+    result, _seen = await _delegate_three_forever(ws, tmp_path, token_budget=budget)
     assert result.stop_reason == "token_budget"
     # The budget may be overshot by the last request of a run, never multiplied by the number of children.
     assert result.usage.total_tokens < 2 * budget, result.usage
@@ -44,14 +49,7 @@ async def test_the_request_cap_is_not_multiplied_by_subagents(ws: Path, tmp_path
     """`max_turn_requests` bounds the run and its subagents together: three `task` calls whose children would
     request forever make at most the cap's requests in all, and a child started with nothing left never runs."""
     cap = 7
-    engine = Engine(manifest(ws, tools=["read", "task"]), watchdog=AllowAllWatchdog())
-    script = write_script(tmp_path / "s.yaml", [
-        {"tool_calls": [dict(TASK, args=dict(TASK["args"])) for _ in range(3)]},
-        {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}}], "repeat": "forever"},
-    ])
-    async with scripted_loop(engine, script, max_turn_requests=cap) as (loop, seen):
-        with engine.open_session() as session:
-            result = await loop.run(session, "delegate")
+    result, seen = await _delegate_three_forever(ws, tmp_path, max_turn_requests=cap)
     assert result.stop_reason == "max_turn_requests"
     replies = [e for e in seen.of("message_added") if e.message.role == "assistant"]
     assert len(replies) <= cap, len(replies)  # every model request of the tree, the children's included

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from cli_support import cli_project
 
 EXE = str(Path(sys.executable).parent / "agentcore")
 HOSTILE = "x\u001b[2K\r\u001b]52;c;cm0gLXJmIH4=\u0007\u202eyp"
@@ -32,15 +33,7 @@ def run(*args: str, stdin: str | None = None, capped: bool = False, **kwargs: ob
 
 @pytest.fixture
 def proj(tmp_path: Path) -> tuple[Path, Path]:
-    ws = tmp_path / "proj"
-    (ws / "src").mkdir(parents=True)
-    m = tmp_path / "m.yaml"
-    m.write_text(yaml.safe_dump({
-        "name": "n", "tools": ["read", "write"],
-        "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/src/**"]}},
-        "rules": [{"permission": "*", "pattern": "*", "action": "allow"}],
-    }))
-    return ws, m
+    return cli_project(tmp_path, "*")
 
 
 def _one_line_usage_error(r: subprocess.CompletedProcess[str]) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from cli_support import cli_project
+
 EXE = str(Path(sys.executable).parent / "agentcore")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,15 +27,7 @@ def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subpro
 
 @pytest.fixture
 def proj(tmp_path: Path) -> tuple[Path, Path]:
-    ws = tmp_path / "proj"
-    (ws / "src").mkdir(parents=True)
-    m = tmp_path / "m.yaml"
-    m.write_text(yaml.safe_dump({
-        "name": "n", "tools": ["read", "write"],
-        "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/src/**"]}},
-        "rules": [{"permission": "read", "pattern": "*", "action": "allow"}],
-    }))
-    return ws, m
+    return cli_project(tmp_path, "read")
 
 
 def _parsers(parser: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

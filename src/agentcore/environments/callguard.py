@@ -22,6 +22,7 @@ A configuration that cannot be read fails the call before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -114,23 +115,10 @@ def _discovery_dotgits(write_roots: Sequence[str], workspace_roots: Sequence[str
     return out
 
 
-class _Realpaths:
-    """`os.path.realpath` remembered for one `prepare`: it resolves the same roots up to five times,
-    four lstats each, and within one observation a root is one path anyway."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
-
-    def __call__(self, p: str) -> str:
-        got = self._seen.get(p)
-        if got is None:
-            got = self._seen[p] = os.path.realpath(p)
-        return got
-
-
 def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Prepared:
     """The call's policy (read-only binds, placeholders, git environment) and what the sweep compares with."""
-    realpath = _Realpaths()
+    # One resolution per root for this call: the roots are resolved up to five times below, four lstats each.
+    realpath = functools.cache(os.path.realpath)
     ws = [realpath(os.fspath(w)) for w in workspace_roots]
     try:
         obs = guard.observe([os.fspath(r) for r in policy.write_roots], ws, realpath=realpath)

@@ -313,13 +313,13 @@ class ServerConnection:
 
     async def sweep(self) -> int:
         """Remove the protected entries the server made since the last look (ENV-7); how many. Then look again."""
-        from ..environments import callguard, guard
-
         with anyio.CancelScope(shield=True):
             async with self._sweeping:
-                return await self._sweep_once(callguard, guard)
+                return await self._sweep_once()
 
-    async def _sweep_once(self, callguard: Any, guard: Any) -> int:
+    async def _sweep_once(self) -> int:
+        from ..environments import callguard, guard
+
         prepared = self._prepared
         if prepared is None:
             return 0
