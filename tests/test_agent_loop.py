@@ -386,3 +386,41 @@ def test_a_retry_after_outside_the_usual_is_bounded(after: float, expected: obje
         assert delay == policy.max_s
     elif expected is not None:
         assert delay == expected
+
+
+class _CountingEngine(Engine):
+    """Counts `tools` lookups: the prompt cache of a session whose tools cannot change makes none after its first."""
+
+    lookups = 0
+
+    def tools(self, session: Any) -> list[Tool]:
+        self.lookups += 1
+        return super().tools(session)
+
+
+def test_only_a_session_whose_tools_cannot_change_keeps_its_prompt_unchecked(tmp_path: Path) -> None:
+    from agentcore.agent.prompt import PromptCache
+    from agentcore.api import tools_fixed
+
+    (tmp_path / "skills").mkdir()
+    catalog = build_catalog(plugins=False, extra=[_Widget()])
+    changing = {
+        "deferred": manifest(tmp_path, tools=("read", "tool_search"), deferred_tools=["widget_counter"], catalog=catalog),
+        "skill": manifest(tmp_path, tools=("read", "skill"), skills={"paths": ["skills"]}),
+        "mcp": manifest(tmp_path, tools=("read",), mcp={"s": {"command": "never-started"}}),
+    }
+    for name, compiled in changing.items():
+        engine = _CountingEngine(compiled, catalog=catalog if name == "deferred" else None, watchdog=AllowAllWatchdog())
+        with engine.open_session(headless=True) as session:
+            assert not tools_fixed(engine, session), name
+            cache = PromptCache()
+            for _ in range(3):
+                cache.get(engine, session)
+            assert engine.lookups == 3, name  # the key is checked before every request
+    fixed = _CountingEngine(manifest(tmp_path, tools=("read", "write")), watchdog=AllowAllWatchdog())
+    with fixed.open_session(headless=True) as session:
+        assert tools_fixed(fixed, session)
+        cache = PromptCache()
+        first = cache.get(fixed, session)
+        assert all(cache.get(fixed, session)[0] is first[0] for _ in range(3))
+        assert fixed.lookups == 1

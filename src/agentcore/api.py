@@ -129,6 +129,7 @@ __all__ = [
     "parse_document",
     "read_manifest_spec",
     "available_skills",
+    "tools_fixed",
 ]
 
 if TYPE_CHECKING:
@@ -306,6 +307,13 @@ def available_skills(manifest: CompiledManifest, session: Session) -> list[Any]:
     from .tools.skill import available_skills as _skills
 
     return _skills(manifest, session)
+
+
+def tools_fixed(engine: _Engine, session: Session) -> bool:
+    """Whether `engine.tools`, `engine.searchable` and `available_skills` stay as they are for `session`: no
+    deferred tool to discover, no tool source (MCP) that relists, no `skill` tool whose directories may gain a skill."""
+    manifest = engine.manifest
+    return not manifest.deferred and session.stores.tool_source is None and "skill" not in manifest.tools
 
 
 # -- the engine -------------------------------------------------------------------------

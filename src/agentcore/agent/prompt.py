@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..api import Engine, Session, Tool, available_skills
+from ..api import Engine, Session, Tool, available_skills, tools_fixed
 from .model import ToolSpec
 
 DEFAULT_INSTRUCTIONS = (
@@ -27,21 +27,25 @@ class PromptCache:
     """The system prompt and tool definitions of a session, rebuilt only when what they list changes.
 
     They change when `tool_search` discovers a tool, an MCP server lists its tools, or a skill
-    appears; the key holds exactly those, so a cached prompt is never stale.
+    appears; the key holds exactly those, so a cached prompt is never stale. A session where none of
+    them can happen (`api.tools_fixed`) keeps its entry without checking the key again: the check
+    ran before every model request, after the request's own work had left the caches cold.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[tuple[Tool, ...], tuple[Any, ...], str, list[ToolSpec]]] = {}
+        self._entries: dict[str, tuple[tuple[Tool, ...], tuple[Any, ...], str, list[ToolSpec], bool]] = {}
 
     def get(self, engine: Engine, session: Session) -> tuple[str, list[ToolSpec]]:
+        hit = self._entries.get(session.id)
+        if hit is not None and hit[4]:
+            return hit[2], hit[3]
         tools = tuple(engine.tools(session))
         key = (tuple(available_skills(engine.manifest, session)), len(engine.searchable(session)))
-        hit = self._entries.get(session.id)
         # Tools compare by identity; the entry holds them, so a freed tool's id is never reused under it.
         if hit is not None and hit[1] == key and len(hit[0]) == len(tools) and all(a is b for a, b in zip(hit[0], tools)):
             return hit[2], hit[3]
         system, specs = system_prompt(engine, session, tools), tool_specs(tools)
-        self._entries[session.id] = (tools, key, system, specs)
+        self._entries[session.id] = (tools, key, system, specs, tools_fixed(engine, session))
         return system, specs
 
     def forget(self, session: Session) -> None:
