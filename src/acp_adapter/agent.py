@@ -61,6 +61,8 @@ _READING_KINDS = frozenset({"read", "search", "think", "fetch"})
 
 @dataclass
 class AcpOptions:
+    """How `agentcore acp` was started: the manifest, the resolved model, headless mode and the session database (None: not recorded)."""
+
     manifest: Path
     model: Any  # ModelConfig
     headless: bool = False

@@ -33,6 +33,8 @@ def _text(text: str) -> dict[str, Any]:
 
 @dataclass
 class _Call:
+    """A call in flight: its ACP kind, whether its output streams as terminal `_meta`, and the live text and notes shown so far."""
+
     kind: str
     terminal: bool
     output: str = ""

@@ -14,6 +14,8 @@ from .lazydc import lazy_dataclass  # made on first use: every call imports this
 
 @dataclass(frozen=True)
 class FsAccess:
+    """One path a call will read or write, as the tool declares it before running (checked by the capability stage)."""
+
     arg: str                        # the argument it came from; the resolved path is handed back under this key
     path: str
     mode: Literal["read", "write"]
@@ -22,12 +24,16 @@ class FsAccess:
 
 @lazy_dataclass(frozen=True)
 class NetAccess:
+    """One URL a call will fetch, as the tool declares it before running (checked by the capability stage)."""
+
     arg: str
     url: str
 
 
 @lazy_dataclass(frozen=True)
 class ShellAccess:
+    """One command line a call will run, as the tool declares it before running (parsed and checked by the capability stage)."""
+
     arg: str
     command: str
 

@@ -25,6 +25,8 @@ Choice = Literal["allow_once", "allow_always", "reject_once", "reject_always", "
 
 @lazy_dataclass(frozen=True)
 class AskRequest:
+    """One call waiting on a human: the layer that asks (permission or watchdog), why, and every subject of the call."""
+
     session_id: str
     call_id: str
     tool: str

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 @dataclass
 class Envelope:
+    """The one result of a call: output or error, truncated, with its metadata and ACP kind."""
+
     type: Literal["output", "error"]
     data: Any = None
     error_text: str | None = None

@@ -39,6 +39,8 @@ class GitConfigError(Exception):
 
 @dataclass(frozen=True)
 class Entry:
+    """One `key = value` of a configuration file as git reads it, and the file it came from."""
+
     section: str  # lowercased; empty for a key written before any section header
     subsection: str | None  # case kept (quoted form); lowercased for the old `[a.b]` form, as git does
     key: str  # lowercased

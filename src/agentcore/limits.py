@@ -11,6 +11,8 @@ MiB = KB * KB
 
 @dataclass(frozen=True)
 class Limits:
+    """The manifest's `limits:` block with every default filled in: output caps, timeouts, depths, walk bounds."""
+
     read_bytes: int = 200 * KB
     glob_entries: int = 1000
     grep_matches: int = 200

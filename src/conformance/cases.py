@@ -254,6 +254,8 @@ _VALIDATOR = Draft202012Validator(CASE_SCHEMA)
 
 @dataclass(frozen=True)
 class Case:
+    """One validated case file: what it covers (area, requirements, level, features), its setup and steps, and its profile if set."""
+
     id: str
     title: str
     area: str

@@ -211,12 +211,16 @@ class InProcessTransport:
 
 @dataclass
 class Reply:
+    """A checked reply from the harness: which kind it is (`key`) and its body."""
+
     key: str             # result | envelope | ask | skip | error
     payload: dict[str, Any]
 
 
 @dataclass
 class HarnessClient:
+    """The runner's guarded connection to a harness: numbered and checked requests and replies, timeouts, restarts."""
+
     transport: Any
     timeout: float = 15.0
     start_timeout: float = 120.0

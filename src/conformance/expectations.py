@@ -22,6 +22,8 @@ from .runner import FAILING, CaseResult
 
 @dataclass(frozen=True)
 class Expectations:
+    """An implementation's expectations file: the cases known to fail, each with its reason."""
+
     implementation: str | None = None
     failures: dict[str, str] = field(default_factory=dict)  # case id -> reason
 
@@ -47,6 +49,8 @@ def load_expectations(path: Path) -> Expectations:
 
 @dataclass
 class Verdict:
+    """A run judged against the expectations: failing cases sorted into expected, unexpected, stale and informational."""
+
     expected: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)

@@ -26,6 +26,8 @@ HOST = "127.0.0.1"
 
 @dataclass(frozen=True)
 class Route:
+    """What the scripted server answers on one path: status, headers and body (gzip-compressed on the wire when `gzip`)."""
+
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""

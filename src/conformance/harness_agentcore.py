@@ -127,6 +127,8 @@ class SuspendingBroker:
 
 @dataclass
 class Agent:
+    """An agent the runner compiled under a name: its engine and manifest, the project rules last set, its workspace."""
+
     engine: Any
     manifest: Any
     project_rules: tuple[Any, ...] = ()
@@ -135,6 +137,8 @@ class Agent:
 
 @dataclass
 class SessionSlot:
+    """A session the runner named: the agent it belongs to and the mode it was opened in (fixed from then on, ASK-9)."""
+
     agent: str
     session: Any
     mode: str

@@ -17,6 +17,8 @@ from .cases import Case
 
 @dataclass
 class AreaNeeds:
+    """The features one area's cases need: those every case needs, and how many cases each further one unlocks."""
+
     area: str
     cases: int = 0
     common: frozenset[str] = frozenset()                       # needed by every case of the area

@@ -30,6 +30,8 @@ EXTENSIONS_FEATURE = "envelope.extensions"
 
 @dataclass(frozen=True)
 class Tag:
+    """The profile a check counts under: `rfc`, or `spec` with the section-24 choice it comes from."""
+
     profile: str              # rfc | spec
     choice: str | None = None  # the section-24 choice of a spec check
     needs: str | None = None   # a feature without which the check is not evaluated
@@ -45,6 +47,8 @@ SHAPES = Tag("spec", "fixed-shapes")
 
 @dataclass(frozen=True)
 class ProfileMap:
+    """`profiles.yaml` loaded: which requirements restate the RFC, and which choice each other one comes from."""
+
     rfc: dict[str, str]                  # requirement -> the RFC statement it restates
     choice_of: dict[str, str]            # requirement -> choice key (spec requirements named in a choice)
     titles: dict[str, str]               # choice key -> section-24 bullet title

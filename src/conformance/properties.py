@@ -71,6 +71,8 @@ ONE_BROKER = Tag("spec", "one-broker")
 
 @dataclass(frozen=True)
 class Violation:
+    """A property a reply broke: what is wrong, and the profile the check counts under."""
+
     message: str
     tag: Tag
 
@@ -120,6 +122,8 @@ class RuleBook:
 
 @dataclass(frozen=True)
 class CallInfo:
+    """The call a reply belongs to: agent, session, tool and the arguments as sent."""
+
     agent: str
     session: str
     tool: str

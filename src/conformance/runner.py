@@ -47,11 +47,15 @@ BOUNDARY_BASE = 1000
 
 @dataclass(frozen=True)
 class RunOptions:
+    """How cases are run beyond the seed (`conformance run --all-checks`)."""
+
     all_checks: bool = False   # report every failing check, not only the first
 
 
 @dataclass(frozen=True)
 class Failure:
+    """One failing check: its step, message and profile tag, and the run it failed in (`base` or a metamorphic variant)."""
+
     step: int | None
     message: str
     tag: Tag
@@ -68,6 +72,8 @@ class Failure:
 
 @dataclass
 class CaseResult:
+    """How one case ended against a harness: its status under each profile, its failing checks and the reply that failed."""
+
     id: str
     area: str
     level: str
@@ -574,6 +580,8 @@ class CaseRun:
 
 @dataclass
 class _Tally:
+    """What a case's runs have found so far: failing checks, profiles checked, the outcome that stopped them, the runs made."""
+
     failures: list[Failure] = field(default_factory=list)
     checked: set[str] = field(default_factory=set)
     outcome: Outcome | None = None

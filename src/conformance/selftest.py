@@ -22,6 +22,8 @@ from .runner import FAILING, CaseResult, run_case
 
 @dataclass
 class MatrixReport:
+    """What running each case against the broken implementations its `catches:` lists found: breakages not caught, unknown or unlisted names, inconclusive cases."""
+
     unknown_names: list[tuple[str, str]] = field(default_factory=list)      # (case, name)
     not_caught: list[tuple[str, str, str]] = field(default_factory=list)    # (case, broken, status)
     never_listed: list[str] = field(default_factory=list)
@@ -91,6 +93,8 @@ def summary(report: MatrixReport) -> dict[str, Any]:
 
 @dataclass
 class MutantRun:
+    """One case run through one mutant on one seed: how often the mutant fired, and the case's status."""
+
     mutant: str
     seed: int
     case: str
@@ -100,6 +104,8 @@ class MutantRun:
 
 @dataclass
 class MutantReport:
+    """What verifying the protocol-level mutants found: every run, and mutants unknown, never listed or never exercised."""
+
     seeds: tuple[int, ...] = ()
     runs: list[MutantRun] = field(default_factory=list)
     never_listed: list[str] = field(default_factory=list)

@@ -24,6 +24,8 @@ HARNESS_OK, HARNESS_BROKEN = "ok", "broken"
 
 @dataclass
 class SmokeStep:
+    """One smoke operation, judged twice: did the harness follow the protocol, and did the implementation conform."""
+
     name: str
     protocol: str = "ok"          # ok | broken | not_applicable
     conformance: str = "ok"       # ok | non_conforming | not_applicable | unknown
@@ -38,6 +40,8 @@ class SmokeStep:
 
 @dataclass
 class SmokeReport:
+    """A smoke run: the implementation and features the harness declared, and every step's two judgements."""
+
     implementation: dict[str, Any] = field(default_factory=dict)
     features: list[str] = field(default_factory=list)
     steps: list[SmokeStep] = field(default_factory=list)

@@ -52,6 +52,8 @@ class SpecNotFoundError(FileNotFoundError):
 
 @dataclass(frozen=True)
 class Requirement:
+    """One normative statement of SPEC.md, as its `**[AREA-N]** LEVEL — text` marker gives it."""
+
     id: str        # "PERM-7"
     area: str      # "PERM"
     number: int    # 7

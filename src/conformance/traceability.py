@@ -39,6 +39,8 @@ def load_exclusions(path: Path | None = None) -> dict[str, str]:
 
 @dataclass
 class Trace:
+    """Requirements traced to the cases citing them and the exclusions waiving them, with every gap or inconsistency."""
+
     cases_by_requirement: dict[str, list[str]] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
     unknown_in_cases: list[tuple[str, str]] = field(default_factory=list)   # (case id, requirement id)

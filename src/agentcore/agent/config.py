@@ -37,6 +37,8 @@ class ModelConfigError(Exception):
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The model to run, where and with which limits, resolved from flags, environment and manifest; it names the API key's variable, never the key."""
+
     provider: str
     name: str
     base_url: str | None = None

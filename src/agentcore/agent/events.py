@@ -18,6 +18,8 @@ from .messages import Message
 
 @dataclass(frozen=True, kw_only=True)
 class AgentEvent:
+    """Base of the loop's events: the session and run each belongs to, and its JSON form (`to_dict`)."""
+
     type: ClassVar[str] = "agent_event"
     session_id: str
     run_id: str

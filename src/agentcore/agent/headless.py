@@ -62,6 +62,8 @@ class ModelFlags:
 
 @dataclass(frozen=True)
 class HeadlessRequest:
+    """One unattended run to make (`agentcore run`, a batch task): what it runs on, the prompt, the model, its limits and where it is recorded."""
+
     manifest: Path
     workspace: Path
     prompt: str

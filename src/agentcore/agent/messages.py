@@ -16,12 +16,16 @@ Role = Literal["user", "assistant", "tool"]
 
 @dataclass(frozen=True)
 class TextPart:
+    """Plain text: what the user wrote, or the model's answer."""
+
     text: str
     kind: Literal["text"] = "text"
 
 
 @dataclass(frozen=True)
 class ReasoningPart:
+    """The model's reasoning (thinking) text, kept apart from its answer."""
+
     text: str
     kind: Literal["reasoning"] = "reasoning"
 
@@ -74,6 +78,8 @@ _PARTS: dict[str, type] = {
 
 @dataclass(frozen=True)
 class Message:
+    """One message of the conversation: who sent it (`role`) and its parts, in order."""
+
     role: Role
     parts: tuple[Part, ...]
 

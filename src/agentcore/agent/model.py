@@ -29,6 +29,8 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class RequestSettings:
+    """What every model request of a run is sent with: output token cap, temperature, timeout."""
+
     max_tokens: int | None = None
     temperature: float | None = None
     timeout_s: float = 600.0
@@ -36,6 +38,8 @@ class RequestSettings:
 
 @dataclass
 class Usage:
+    """Tokens and requests spent: by one turn, or summed over a run (`add`)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0

@@ -28,6 +28,8 @@ class ReplayError(Exception):
 
 @dataclass(frozen=True)
 class Change:
+    """A tool call whose decision or envelope shape differs between the recording (`before`) and the replay (`after`)."""
+
     call_id: str
     tool: str
     what: str  # "decision" or "shape"
@@ -40,6 +42,8 @@ class Change:
 
 @dataclass
 class ReplayReport:
+    """What replaying one session found: calls made, those that changed, and recorded calls the replay never made."""
+
     session_id: str
     calls: int = 0
     changes: list[Change] = field(default_factory=list)

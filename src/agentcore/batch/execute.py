@@ -32,6 +32,8 @@ GRACE_S = 30.0
 
 @dataclass(frozen=True)
 class TaskSpec:
+    """One task as a worker gets it: plain JSON, every path absolute, the model named explicitly, no API key."""
+
     id: str
     line: int
     prompt: str

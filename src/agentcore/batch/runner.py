@@ -56,6 +56,8 @@ class BatchUsageError(Exception):
 
 @dataclass(frozen=True)
 class BatchConfig:
+    """How `agentcore batch` was invoked: tasks file, manifest, output directory, executor, and every task's limits."""
+
     tasks: Path
     manifest: Path
     out: Path
@@ -76,6 +78,8 @@ class Executor(Protocol):
 
 @dataclass
 class BatchOutcome:
+    """How a batch ended: every task's result (`view`), and how many this invocation ran or skipped as finished."""
+
     view: BatchView
     out: Path
     ran: int  # tasks run by this invocation

@@ -102,6 +102,8 @@ class Task:
 
 @dataclass(frozen=True)
 class LineError:
+    """A line of the tasks file that is not a valid task (reported and skipped), with its id when it has one."""
+
     line: int
     message: str
     task_id: str | None = None
@@ -112,6 +114,8 @@ class LineError:
 
 @dataclass
 class TaskFile:
+    """A loaded tasks file: its valid tasks and an error for each line that is not one."""
+
     path: Path
     tasks: list[Task]
     errors: list[LineError]

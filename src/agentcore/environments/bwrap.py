@@ -177,6 +177,8 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
 
 @dataclass(frozen=True)
 class _Plan:
+    """The mount arguments for one run, and the placeholders bwrap will create on the host (removed after the run)."""
+
     args: tuple[str, ...]
     placeholders: tuple[Path, ...]  # mount points bwrap will create on the host
 
@@ -315,6 +317,8 @@ def _validate_env(policy: SandboxPolicy) -> None:
 
 @dataclass(frozen=True)
 class _Static:
+    """What the policy alone decides for a plan (step 1): its paths validated and absolute, cached per policy value."""
+
     cwd: Path
     write_roots: tuple[Path, ...]
     read_denied: tuple[Path, ...]

@@ -37,6 +37,8 @@ from .gitenv import git_env
 
 @dataclass(frozen=True)
 class Prepared:
+    """One call's protection, made before the command: the policy it runs under and what `finish` sweeps against after it."""
+
     policy: SandboxPolicy
     observation: guard.Observation
     placeholders: tuple[str, ...]  # protected paths that were missing: bwrap may leave its mount points there

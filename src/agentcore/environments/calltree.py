@@ -86,6 +86,8 @@ _listings: dict[tuple[object, ...], dict[str, "_Listing"]] = {}
 
 @dataclass(frozen=True)
 class CallTree:
+    """What one call's walk found that the sandbox must keep read-only or hide beyond its policy."""
+
     protected: tuple[Path, ...]  # read-only: protected names below a writable root's top, wildcard write denies
     denied: tuple[Path, ...]  # hidden: files (and `/**` directories) wildcard read denies match, and their other names
     linked: tuple[Path, ...] = ()  # read-only: hard-linked files in writable roots not proven to be wholly inside them (or directories holding them)

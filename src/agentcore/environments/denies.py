@@ -47,6 +47,8 @@ class WildcardDeny:
 
 @dataclass(frozen=True)
 class Denies:
+    """Path denies for one set of permissions, split for the sandbox: literal paths for the policy, wildcards for the walk."""
+
     literal: tuple[Path, ...]  # absolute, whether or not they exist now
     wildcard: tuple[WildcardDeny, ...]
 

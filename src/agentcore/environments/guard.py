@@ -65,6 +65,8 @@ Ident = tuple[int, int, int, int]
 
 @dataclass(frozen=True)
 class _Dir:
+    """One directory of a tree as last listed; `volatile`: its ctime was too recent to trust, so the next pass lists it again."""
+
     ident: Ident
     volatile: bool
     subdirs: frozenset[str]  # names of recorded subdirectories
@@ -74,6 +76,8 @@ class _Dir:
 
 @dataclass(frozen=True)
 class Entry:
+    """One protected entry of a tree as recorded before the command: what the sweep compares the tree with after it."""
+
     kind: str  # "repo" (a `.git`), "layout" (a git directory layout or a virtual environment), "config" (anything else)
     ident: Ident
     bound: bool  # kept read-only by the sandbox (repositories, and entries at the top of a writable root)
@@ -435,6 +439,8 @@ def with_extras(obs: Observation, extras: Iterable[str]) -> Observation:
 
 @dataclass
 class SweepReport:
+    """What a sweep did: the protected entries it removed and those it could not remove."""
+
     removed: int = 0  # entries removed (each counted once, with whatever was beneath it)
     failed: int = 0  # entries that could not be removed
 

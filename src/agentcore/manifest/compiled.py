@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EffectiveCapabilities:
+    """The effective capability set: the manifest's `requires` united with every enabled tool's, variables expanded."""
+
     fs_read: tuple[PathPattern, ...]
     fs_write: tuple[PathPattern, ...]
     net_hosts: tuple["HostPattern", ...]
@@ -69,6 +71,8 @@ class CompiledMcpServer:
 
 @dataclass(frozen=True)
 class CompiledManifest:
+    """A manifest checked and compiled against a catalog and a workspace: what the engine enforces for every call."""
+
     name: str
     spec: ManifestSpec
     source: Path | None

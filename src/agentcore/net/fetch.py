@@ -62,6 +62,8 @@ class FetchRefused(Exception):
 
 @dataclass(frozen=True)
 class FetchPolicy:
+    """What one fetch may do: the hosts it may reach, its limits, and the hooks it calls at each redirect and for progress."""
+
     host_patterns: tuple[HostPattern, ...]
     max_redirects: int = 5
     timeout_s: float = 30.0  # for the whole call, every hop included
@@ -84,6 +86,8 @@ class FetchPolicy:
 
 @dataclass
 class FetchResult:
+    """A fetched page: the final URL, status and content type, the body as text (HTML as Markdown), the redirects followed."""
+
     url: str
     status: int
     content_type: str

@@ -64,6 +64,8 @@ class HostRefused(Exception):
 
 @dataclass(frozen=True)
 class CanonicalTarget:
+    """What decisions about a URL are made on: its scheme, canonical host and port (`is_ip`: the host is an address)."""
+
     scheme: str
     host: str  # canonical_host() output; IPv6 without brackets
     port: int

@@ -25,6 +25,8 @@ _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
 
 @dataclass(frozen=True)
 class PathPattern:
+    """An fs capability pattern, compiled: the text as written, its expansion, and the regex that matches paths."""
+
     raw: str                      # as written, before variable expansion
     expanded: str                 # absolute, variables expanded and escaped
     exact: bool

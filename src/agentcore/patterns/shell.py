@@ -15,6 +15,8 @@ from ..lazydc import lazy_dataclass  # made on first use: every call imports thi
 
 @lazy_dataclass(frozen=True)
 class ArgPattern:
+    """One positional argument of a shell requirement: an exact word, a prefix, or any single argument."""
+
     kind: Literal["exact", "wildcard", "prefix"]
     value: str = ""
 
@@ -36,6 +38,8 @@ class ArgPattern:
 
 @lazy_dataclass(frozen=True)
 class ShellRequirement:
+    """One compiled `requires.shell` entry: argv[0] exactly, then one pattern per argument."""
+
     cmd: str
     args: tuple[ArgPattern, ...]
 

@@ -26,6 +26,8 @@ class CapabilityRefused(Refusal):
 
 @dataclass
 class CapabilityResult:
+    """What the capability stage found for a call: the rule subjects, the resolved paths, and each check made."""
+
     subjects: list[Subject] = field(default_factory=list)
     resolved: dict[str, Any] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)  # what was compared, for `explain`

@@ -22,6 +22,8 @@ from .model import ACTION_RANK, CompiledRule, SubjectKind
 
 @dataclass(frozen=True)
 class Subject:
+    """One thing a call touches, as the rules see it: a tool's permission with a path, host or command."""
+
     tool: str
     capability: str | None
     kind: SubjectKind
@@ -36,6 +38,8 @@ class Subject:
 
 @dataclass(frozen=True)
 class Decision:
+    """The rules' answer for one subject: the action and the rule that decided it (none: the default)."""
+
     action: str
     rule: CompiledRule | None
     subject: Subject | None

@@ -48,6 +48,8 @@ def most_restrictive(actions: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class Rule:
+    """One permission rule as written (manifest, project, or session): permission, pattern and action."""
+
     permission: str
     pattern: str
     action: Action

@@ -52,6 +52,8 @@ class Redirect:
 
 @dataclass(frozen=True)
 class SimpleCommand:
+    """One program bash would run: its literal argv, its redirections, and `text`, the argv quoted back into one line."""
+
     argv: tuple[str, ...]
     redirects: tuple[Redirect, ...]
     text: str
@@ -59,6 +61,8 @@ class SimpleCommand:
 
 @dataclass(frozen=True)
 class ParsedShell:
+    """A source proven to be literal simple commands: every one of them in order, and the source as written."""
+
     commands: tuple[SimpleCommand, ...]
     source: str = ""  # the command line as written
 
@@ -89,6 +93,8 @@ _QUOTED = "\x00"  # placeholder in the unquoted-shadow string (NUL is refused ea
 
 @dataclass
 class _Word:
+    """A lexed word: as written (`raw`), unquoted (`value`), and where it starts."""
+
     raw: str
     value: str
     shadow: str  # value with every quoted character replaced by _QUOTED
@@ -98,12 +104,16 @@ class _Word:
 
 @dataclass
 class _Op:
+    """A lexed control operator (`;`, `|`, `&&`, a parenthesis, ...), a newline, or the end of input."""
+
     op: str  # "" = end of input, "\n" = newline
     start: int
 
 
 @dataclass
 class _Redir:
+    """A lexed redirection operator and the fd written before it, if any; its target is the next word."""
+
     fd: str | None
     op: str
     start: int
@@ -389,6 +399,8 @@ _SAFE_SET_OPTIONS = frozenset(
 
 @dataclass
 class _Cmd:
+    """A simple command as the parser builds it (a group's redirections are prepended to its commands later)."""
+
     argv: list[str]
     redirects: list[Redirect]
 

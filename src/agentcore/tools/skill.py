@@ -47,6 +47,8 @@ _MAX_DESCRIPTION = 1024
 
 @dataclass(frozen=True)
 class SkillInfo:
+    """A discovered skill as the host's system prompt lists it: name, one-line description, where its SKILL.md is."""
+
     name: str
     description: str
     path: Path  # canonical path of SKILL.md

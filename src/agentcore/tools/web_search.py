@@ -64,6 +64,8 @@ _ACCESS_ARG = "provider"
 
 @dataclass(frozen=True)
 class Provider:
+    """A search provider from `web_search.providers`, with the `host:port` enabling the tool adds to `net.hosts`."""
+
     name: str
     url: str
     authority: str  # canonical host:port, as it appears in net.hosts

@@ -70,6 +70,8 @@ class WatchdogCall:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A watchdog's answer for a call: allow, deny or ask, with the reason and its category."""
+
     action: Literal["allow", "deny", "ask"]
     reason: str = ""
     category: str = ""

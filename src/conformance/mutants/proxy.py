@@ -25,6 +25,8 @@ INJECTED_SEQ = 1_000_000_000
 
 @dataclass
 class AgentState:
+    """An agent as the proxy last saw it compiled, with its project rules; `generation` counts recompiles, naming its shadow agents."""
+
     manifest: dict[str, Any]
     workspace: str | None
     bindings: dict[str, Any]
