@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentcore.environments import SandboxPolicy
+from agentcore.environments import SandboxPolicy, bwrap
 from agentcore.environments.bwrap import _build_plan_uncached, _inside, _outermost, _resolve_protected, _View, build_plan
 
 ENV = {"PATH": "/usr/bin:/bin"}
@@ -140,3 +141,49 @@ def test_shared_lstat_memo_resolves_like_a_fresh_walk(tree: Path) -> None:
     paths = [ws / ".git" / "hooks", ws / ".git" / "config", ws / "f" / "x", ws / "missing" / "deeper", tree / "link" / "t", ws / ".idea"]
     seen: dict[str, os.stat_result | None] = {}
     assert [_resolve_protected(p, view, seen) for p in paths] == [_resolve_protected(p, view) for p in paths]
+
+
+def _system_root(tree: Path) -> Path:
+    root = tree / "root"  # not under /tmp: the sandbox's /tmp is its own, so no system entry may lie there
+    for d in ("usr/bin", "usr/lib", "etc"):
+        (root / d).mkdir(parents=True)
+    (root / "bin").symlink_to("usr/bin")
+    (root / "lib").symlink_to("usr/lib")
+    (root / "lib64").symlink_to("usr/missing")  # a dangling one is not shown
+    return root
+
+
+def _settled(*dirs: Path) -> None:
+    # Times well in the past, as a root that nobody changed for a while has (ctime still moves: it is now).
+    for d in dirs:
+        os.utime(d, ns=(10**18, 10**18))
+
+
+def _listed(root: Path) -> tuple[tuple[str, str], ...]:
+    return bwrap._list_system_entries(str(root), lambda _d: None)
+
+
+def test_system_entries_are_reused_only_while_their_directories_are_unchanged(tree: Path) -> None:
+    root = _system_root(tree)
+    _settled(root, root / "usr")
+    first = bwrap._system_entries(str(root), settle_ns=0)
+    assert (str(root / "bin"), "usr/bin") in first and (str(root / "etc"), "") in first
+    assert not any(p == str(root / "lib64") for p, _ in first)
+    assert str(root) in bwrap._system_memo and first == _listed(root)
+    # A new top-level entry changes the root's times: listed again.
+    (root / "sbin").mkdir()
+    _settled(root)
+    assert (str(root / "sbin"), "") in bwrap._system_entries(str(root), settle_ns=0)
+    # A symlink's target appearing changes only its own directory (usr): that one is watched too.
+    (root / "usr" / "missing").mkdir()
+    os.utime(root / "usr", ns=(10**18 + 1, 10**18 + 1))
+    again = bwrap._system_entries(str(root), settle_ns=0)
+    assert (str(root / "lib64"), "usr/missing") in again and again == _listed(root)
+
+
+def test_a_directory_changed_within_the_settle_margin_is_listed_every_time(tree: Path) -> None:
+    root = _system_root(tree)  # just made: its times are now
+    assert bwrap.dir_state(str(root), time.time_ns()) is None
+    assert bwrap._system_entries(str(root)) == _listed(root)
+    assert str(root) not in bwrap._system_memo  # nothing kept that a same-tick change could leave looking unchanged
+    assert bwrap.dir_state(str(root / "bin" / "nothing"), time.time_ns(), 0) is None  # missing: never trusted

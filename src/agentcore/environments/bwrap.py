@@ -49,7 +49,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -401,18 +402,58 @@ class _Real:
         return got
 
 
-def _system_entries() -> tuple[tuple[str, str], ...]:
+# A directory's listing is trusted unchanged only while its times are this much older than the look: a
+# file system's clock is coarse, so a change in the same tick as the one before leaves the times as they were.
+SETTLE_NS = 1_000_000_000
+DirState = tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
+_system_memo: dict[str, tuple[tuple[tuple[str, DirState | None], ...], tuple[tuple[str, str], ...]]] = {}
+
+
+def dir_state(path: str, now_ns: int, settle_ns: int = SETTLE_NS) -> DirState | None:
+    """A directory's identity and change times; None when it is missing or changed too recently to trust."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < settle_ns:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _system_entries(root: str = "/", settle_ns: int = SETTLE_NS) -> tuple[tuple[str, str], ...]:
     """(path, symlink text or "") for each system directory that exists, plus the real
-    directory of a symlinked one when no other entry shows it (merged /usr needs none)."""
+    directory of a symlinked one when no other entry shows it (merged /usr needs none).
+
+    Reused while `root` and each directory holding a symlink's target keep their identity and
+    change times (`dir_state`): adding, removing or replacing an entry changes its directory's.
+    Listing them cost about 24 system calls on every run.
+    """
+    now = time.time_ns()
+    hit = _system_memo.get(root)
+    if hit is not None and all(state is not None and dir_state(d, now, settle_ns) == state for d, state in hit[0]):
+        return hit[1]
+    watched = [(root, dir_state(root, now, settle_ns))]  # before the listing: a change during it shows next time
+    entries = _list_system_entries(root, lambda d: watched.append((d, dir_state(d, now, settle_ns))))
+    if all(state is not None for _d, state in watched):
+        _system_memo[root] = (tuple(watched), entries)
+    else:
+        _system_memo.pop(root, None)
+    return entries
+
+
+def _list_system_entries(root: str, watch: Callable[[str], None]) -> tuple[tuple[str, str], ...]:
+    """`_system_entries` listed afresh; `watch(directory)` is called for each symlink target's directory
+    before the target itself is looked at."""
     out: list[tuple[str, str]] = []
     targets: list[str] = []
-    for d in SYSTEM_DIRS:
+    for d in (os.path.join(root, x.lstrip("/")) for x in SYSTEM_DIRS):
         try:
             st = os.lstat(d)
         except OSError:
             continue
         if stat.S_ISLNK(st.st_mode):
             real = os.path.realpath(d)
+            watch(os.path.dirname(real))
             if os.path.isdir(real) and real != "/" and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
                 out.append((d, os.readlink(d)))
                 targets.append(real)
@@ -630,6 +671,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
 
 def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
     """The same plan with every cache bypassed (for tests comparing the two)."""
+    _system_memo.clear()
     return _plan_from.__wrapped__(_observe(_make_static(policy)))
 
 
