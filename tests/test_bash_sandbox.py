@@ -208,6 +208,28 @@ async def test_read_denied_paths_read_as_empty_to_an_allowed_cat(agent_for: Call
     assert TOKEN not in str(env.to_dict())
 
 
+async def test_a_read_denied_path_that_appears_between_calls_is_masked_at_the_next(agent_for: Callable[..., Any], lab: Lab) -> None:
+    # Each call looks at which read-denied paths exist now (and plans only those): one missing at the
+    # first call must still be masked once it exists, whoever made it.
+    rules = [
+        {"permission": "*", "pattern": "*", "action": "allow"},
+        {"permission": "fs.read", "pattern": "{workspace}/later.txt", "action": "deny"},
+        {"permission": "fs.read", "pattern": "{workspace}/later-dir/**", "action": "deny"},
+    ]
+    agent = agent_for([arity("cat", 1), allow("cat")], rules=rules)
+    data = assert_ran(await agent.call("bash", {"command": "cat later-dir/token.txt"}))
+    assert data["exit_code"] != 0  # not there yet
+    (lab.ws / "later.txt").write_text(TOKEN)
+    (lab.ws / "later-dir").mkdir()
+    (lab.ws / "later-dir" / "token.txt").write_text(TOKEN)
+    (lab.ws / "plain.txt").write_text(TOKEN)
+    for path in ("later.txt", "later-dir/token.txt"):
+        data = assert_ran(await agent.call("bash", {"command": f"cat {path}"}))
+        assert TOKEN not in data["output"], path
+    # Control: the same agent prints a file no rule denies.
+    assert TOKEN in assert_ran(await agent.call("bash", {"command": "cat plain.txt"}))["output"]
+
+
 @pytest.mark.parametrize("writable", [True, False])
 async def test_wildcard_read_denies_hide_the_files_they_match(agent_for: Callable[..., Any], lab: Lab, writable: bool) -> None:
     """`**/*.secret.yaml` and `**/private/**`: the files exist only at call time, so the walk finds and masks them."""

@@ -13,6 +13,7 @@ one an agent uses.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -122,9 +123,14 @@ def _with_tree(policy: Any, manifest: Any, read_denies: Sequence[Any], write_den
     """The per-call walk's findings folded into the policy: write-denied and nested protected entries and
     hard-linked files read-only, read-denied files hidden, roots too full of links (or never listed) read-only
     whole; with the count of writable directories left unlisted, which are read-only too."""
+    # Only the read-denied paths that exist now: the hunt for their other names and the mount plan look at
+    # these alone (the plan looked at all of them again: some 25 lstats a run of paths that are not there).
+    present = tuple(d for d in policy.read_denied if os.path.lexists(d))
+    if present != policy.read_denied:
+        policy = dataclasses.replace(policy, read_denied=present)
     found = calltree.bounded_scan(
         manifest.limits, policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
-        denied_paths=policy.read_denied, protected_paths=policy.protected,
+        denied_paths=present, protected_paths=policy.protected,
     )
     # Read-only whole: a write root that is itself a hard-linked file, or one holding too many of them.
     frozen = [*found.frozen, *(r for r in policy.write_roots if calltree.linked_inodes([r]))]
