@@ -124,3 +124,14 @@ def test_getaddrinfo_shape_assumption() -> None:
     # resolve_and_vet reads sockaddr[0]; keep that assumption checked.
     info = socket.getaddrinfo("127.0.0.1", 80, type=socket.SOCK_STREAM)
     assert info[0][4][0] == "127.0.0.1"
+
+
+async def test_a_resolver_that_does_not_answer_in_time_refuses_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentcore.net.vetting as vetting
+
+    # "localhost" resolves from /etc/hosts at once; with no time left at all the lookup cannot finish.
+    assert await resolve_and_vet("localhost", 80, allowed_literals=frozenset({"127.0.0.1", "::1"}))
+    monkeypatch.setattr(vetting, "RESOLVE_TIMEOUT_S", 0.0)
+    with pytest.raises(AddressRefused) as info:
+        await resolve_and_vet("localhost", 80, allowed_literals=frozenset({"127.0.0.1", "::1"}))
+    assert info.value.code == "resolve_failed" and "within 0 s" in str(info.value)

@@ -130,6 +130,9 @@ def _literal(host: str) -> IPAddress | None:
         return None
 
 
+RESOLVE_TIMEOUT_S = 10.0  # below web_fetch's and web_search's own timeouts, so theirs stay the outer bound
+
+
 async def resolve_and_vet(
     host: str, port: int, *, allowed_literals: frozenset[str]
 ) -> list[IPAddress]:
@@ -145,7 +148,12 @@ async def resolve_and_vet(
         candidates: list[IPAddress] = [literal]
     else:
         try:
-            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            # Bounded: a resolver that never answers would hold the caller (a proxy slot, a fetch) until the
+            # system gives up, which it may never do.
+            with anyio.fail_after(RESOLVE_TIMEOUT_S):
+                infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except TimeoutError:
+            raise AddressRefused("resolve_failed", f"the host name did not resolve within {RESOLVE_TIMEOUT_S:g} s") from None
         except (OSError, UnicodeError):
             raise AddressRefused("resolve_failed", "the host name did not resolve") from None
         candidates = []
