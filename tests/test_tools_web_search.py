@@ -252,6 +252,19 @@ async def test_query_is_url_encoded_not_injected(tmp_path: Path, providers: list
     assert p.queries == [("a&limit=99#x y/ü", 5)]
 
 
+async def test_the_longest_query_reaches_the_provider_whatever_its_script(tmp_path: Path, providers: list[Provider_]) -> None:
+    # SRCH-4 accepts 2,000 characters; percent-encoded, 2,000 four-byte characters are 24,000 in the URL.
+    p = start(providers, results_reply("a", n=1))
+    engine = make_engine(tmp_path, [p.url])
+    with engine.open_session() as session:
+        for query in ("\U0001f600" * 2000, "検" * 2000, "a" * 2000):
+            env = await engine.call(session, "web_search", {"query": query})
+            assert env.ok, env.error_text
+        refused = await engine.call(session, "web_search", {"query": "検" * 2001})
+    assert [q for q, _ in p.queries] == ["\U0001f600" * 2000, "検" * 2000, "a" * 2000]
+    assert refused.error_code == "invalid_arguments" and len(p.queries) == 3
+
+
 def test_choice_is_deterministic_and_in_range() -> None:
     provs = [Provider(f"p{i}", f"https://h{i}.example/", f"h{i}.example:443") for i in range(3)]
     assert choose_provider([], "x") is None

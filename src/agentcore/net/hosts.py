@@ -47,7 +47,9 @@ __all__ = [
 DEFAULT_PORTS: dict[str, int] = {"http": 80, "https": 443}
 _PATTERN_DEFAULT_PORTS = frozenset({80, 443})
 _MAX_HOST_LEN = 253
-_MAX_URL_LEN = 8192
+# Room for web_search's own request: a provider URL and a 2,000-character query (SRCH-4) percent-encoded,
+# up to 12 characters each (4-byte UTF-8). At 8,192 a long non-ASCII query failed as `invalid_url`.
+_MAX_URL_LEN = 32768
 _LDH_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _PORT = re.compile(r"[0-9]{1,5}")
 _URL_HEAD = re.compile(r"(https?)://([^/?#]*)", re.IGNORECASE)
