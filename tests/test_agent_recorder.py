@@ -104,6 +104,24 @@ async def test_sessions_list_show_export_and_remove(ws: Path, tmp_path: Path) ->
             recorder.session(session.id)
 
 
+async def test_export_streams_the_history_message_by_message(ws: Path, tmp_path: Path) -> None:
+    # A long session is written out as it is read: the first messages come out before a damaged part
+    # near the end is even reached (reading it all first would give nothing but the error).
+    recorder, session, _result, _seen = await _recorded_run(ws, tmp_path)
+    with recorder:
+        whole = [r for r in recorder.export(session.id) if r["record"] == "message"]
+        assert len(whole) >= 4 and whole == [{"record": "message", "session_id": session.id, **m} for m in recorder.history(session.id)]
+        conn = sqlite3.connect(tmp_path / "db.sqlite")
+        with conn:
+            conn.execute("UPDATE parts SET data='{broken' WHERE id=(SELECT MAX(id) FROM parts)")
+        conn.close()
+        got: list[dict[str, Any]] = []
+        with pytest.raises(RecorderError, match="damaged"):
+            for record in recorder.export(session.id):
+                got.append(record)
+        assert [r for r in got if r["record"] == "message"] == whole[:-1]
+
+
 def test_the_schema_is_versioned_and_a_newer_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     conn = connect(path)

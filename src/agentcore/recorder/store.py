@@ -346,16 +346,19 @@ class Recorder:
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """The conversation, message by message (`{role, parts}`), as the loop had it (for continuing a session)."""
+        return list(self.iter_history(session_id))
+
+    def iter_history(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """`history`, one message at a time: `export` writes a long session without holding all of it."""
         self.session(session_id)  # unknown ids are an error, not an empty history
-        messages: list[dict[str, Any]] = []
         rows = self._db.execute(
             "SELECT m.id, m.role, p.data, p.id FROM messages m LEFT JOIN parts p ON p.message_id = m.id "
-            "WHERE m.session_id=? ORDER BY m.id, p.seq", (session_id,)).fetchall()
+            "WHERE m.session_id=? ORDER BY m.id, p.seq", (session_id,))
         current: tuple[int, str, list[dict[str, Any]]] | None = None
         for mid, role, data, part_id in rows:
             if current is None or current[0] != mid:
                 if current is not None:
-                    messages.append({"role": current[1], "parts": current[2]})
+                    yield {"role": current[1], "parts": current[2]}
                 current = (mid, role, [])
             if data is not None:
                 part = _loaded(data, f"part {part_id}")
@@ -363,8 +366,7 @@ class Recorder:
                     raise RecorderError(f"the session database is damaged: part {part_id} has no kind")
                 current[2].append(part)
         if current is not None:
-            messages.append({"role": current[1], "parts": current[2]})
-        return messages
+            yield {"role": current[1], "parts": current[2]}
 
     def events(self, session_id: str) -> Iterator[dict[str, Any]]:
         """The session's recorded events, in order, as they were emitted (their JSON form)."""
@@ -462,7 +464,7 @@ class Recorder:
         """JSON Lines records: the session, then its messages, decisions and events (children follow their parent)."""
         info = self.session(session_id)
         yield {"record": "session", **{k: v for k, v in info.items() if k not in ("children",)}}
-        for message in self.history(session_id):
+        for message in self.iter_history(session_id):
             yield {"record": "message", "session_id": session_id, **message}
         for event in self.events(session_id):
             yield {"record": "event", **event}
