@@ -127,6 +127,7 @@ def test_getaddrinfo_shape_assumption() -> None:
 
 
 async def test_a_resolver_that_does_not_answer_in_time_refuses_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NET-5: resolution is bounded (10 s); past it the name is refused like one that does not resolve."""
     import agentcore.net.vetting as vetting
 
     # "localhost" resolves from /etc/hosts at once; with no time left at all the lookup cannot finish.

@@ -664,7 +664,9 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
     """The mount arguments for `policy` (everything between the base flags and --clearenv).
 
     The host tree is examined afresh every time; only the work that follows
-    from identical observations is reused.
+    from identical observations is reused. The one exception, the system
+    entries, is itself an observation: they are listed again whenever `/` or a
+    directory holding a symlink's target changed (see `_system_entries`).
     """
     return _plan_from(_observe(_static(policy)))
 
