@@ -79,8 +79,14 @@ _WORDS = string.ascii_letters + string.digits
 
 
 def gen_name(rng: random.Random, spec: Mapping[str, Any]) -> str:
-    """A file-name-safe identifier: starts with a letter, lowercase letters and digits."""
+    """A file-name-safe identifier: starts with a letter, lowercase letters and digits.
+
+    `letters`: draw every character from these instead (a limit counted in characters, not bytes,
+    is only tested by characters that take several bytes).
+    """
     n = rng.randint(int(spec.get("min", 5)), int(spec.get("max", 10)))
+    if "letters" in spec:
+        return f"{spec.get('prefix', '')}{''.join(rng.choices(str(spec['letters']), k=n))}{spec.get('ext', '')}"
     body = rng.choice(_LOWER) + "".join(rng.choices(_ALNUM, k=n - 1))
     return f"{spec.get('prefix', '')}{body}{spec.get('ext', '')}"
 

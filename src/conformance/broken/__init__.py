@@ -758,6 +758,17 @@ class NoSearchQuota(AgentcoreHarness):
 
         session.stores = _Uncounted()
 
+class SearchQueryInBytes(AgentcoreHarness):
+    """web_search counts the query's limit in UTF-8 bytes, not characters (SRCH-4): a long non-ASCII query is refused."""
+
+    async def invoke(self, agent: Agent, session: Any, tool: str, args: Any) -> dict[str, Any]:
+        query = args.get("query") if tool == "web_search" and isinstance(args, dict) else None
+        if isinstance(query, str) and len(query.encode("utf-8", "surrogatepass")) > 2000:
+            return {"type": "error", "error_text": "the query is longer than 2000 characters",
+                    "metadata": {"duration_ms": 0, "kind": "fetch", "tool": "web_search", "error_code": "invalid_arguments"}}
+        return await super().invoke(agent, session, tool, args)
+
+
 class RedirectsUnchecked(AgentcoreHarness):
     """web_fetch follows redirects wherever they lead, as often as its HTTP library allows, without asking the rules again."""
 
@@ -836,6 +847,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "no-download-limit": NoDownloadLimit,
     "raw-html": RawHtml,
     "no-search-quota": NoSearchQuota,
+    "search-query-in-bytes": SearchQueryInBytes,
     "last-wins-keys": LastWinsKeys,
     "uncapped-sidecars": UncappedSidecars,
     "unbounded-numbers": UnboundedNumbers,
