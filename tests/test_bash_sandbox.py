@@ -653,3 +653,34 @@ async def test_an_editor_workspace_file_cannot_be_planted_or_changed(agent_for: 
         _prevented(await agent.call("bash", {"command": command}))
     assert (lab.ws / f"team{ending}").read_text() == '{"folders": []}\n'
     assert not (lab.ws / "sub" / f"new{ending}").exists() and not (lab.ws / "old.json").exists()
+
+
+async def test_a_read_denied_path_made_after_the_walk_is_still_masked(agent_for: Callable[..., Any], lab: Lab) -> None:
+    # The walk (`percall.prepare`) and the mount plan run at different moments: the proxy and the placeholder
+    # lock come between them, and the lock can wait. A denied file that appears in between (written by the
+    # user, a dev server, another call) must be masked all the same: the plan judges existence itself.
+    from agentcore.environments import percall
+
+    rules = [
+        {"permission": "*", "pattern": "*", "action": "allow"},
+        {"permission": "fs.read", "pattern": "{workspace}/between.txt", "action": "deny"},
+    ]
+    agent = agent_for([arity("cat", 1), allow("cat")], rules=rules)
+    environment, policy = agent.engine.environment()
+
+    class Collect:
+        data = b""
+
+        async def write(self, chunk: bytes) -> None:
+            self.data += chunk
+
+    sink = Collect()
+
+    async def run(call_policy: Any) -> Any:
+        (lab.ws / "between.txt").write_text(TOKEN)  # after the walk looked, before the plan
+        return await environment.run(["cat", "between.txt"], call_policy, timeout_s=20, sink=sink)
+
+    await percall.run_guarded(environment, policy, agent.engine.manifest, run)
+    assert TOKEN not in sink.data.decode()
+    # Control: at the next call the path exists from the start and is masked as before.
+    assert TOKEN not in assert_ran(await agent.call("bash", {"command": "cat between.txt"}))["output"]

@@ -473,3 +473,18 @@ async def test_the_channel_survives_more_descriptors_than_it_takes_at_once(web: 
             a.close()
             b.close()
     assert reply.startswith(b"HTTP/1.1 200") and [r.path for r in web.requests] == ["/hello"]
+
+
+async def test_a_url_as_long_as_web_fetch_takes_is_forwarded_and_a_longer_one_is_refused(web: RecordingServer) -> None:
+    # The proxy judges a target with parse_url, as web_fetch does: one bound on URL length for both.
+    from agentcore.net import hosts
+
+    async with running_proxy(f"127.0.0.1:{web.port}") as (relay, log):
+        base = f"http://127.0.0.1:{web.port}/hello?q="
+        longest = base + "a" * (hosts._MAX_URL_LEN - len(base))
+        response = await exchange(relay, f"GET {longest} HTTP/1.1\r\n\r\n".encode())
+        assert status_of(response) == 200, response[:200]
+        response = await exchange(relay, f"GET {longest}a HTTP/1.1\r\n\r\n".encode())
+        assert status_of(response) == 400, response[:200]
+    assert [r.path for r in web.requests] == [longest[len(base) - len("/hello?q="):]]
+    assert [e["decision"] for e in log] == ["allow", "deny"]

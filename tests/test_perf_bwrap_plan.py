@@ -187,3 +187,21 @@ def test_a_directory_changed_within_the_settle_margin_is_listed_every_time(tree:
     assert bwrap._system_entries(str(root)) == _listed(root)
     assert str(root) not in bwrap._system_memo  # nothing kept that a same-tick change could leave looking unchanged
     assert bwrap.dir_state(str(root / "bin" / "nothing"), time.time_ns(), 0) is None  # missing: never trusted
+
+
+def test_system_entries_follow_a_symlink_met_on_the_way_to_a_target(tree: Path) -> None:
+    # /lib64 -> opt/a/lib64 where opt/a is itself a symlink: the target's directory (opt/b) stays as it was when
+    # opt/a is pointed elsewhere (only opt changes), so the entries must not be reused on its times alone.
+    root = _system_root(tree)
+    for d in ("opt/b/lib64", "opt/c/lib64"):
+        (root / d).mkdir(parents=True)
+    (root / "opt" / "a").symlink_to("b")
+    (root / "lib64").unlink()
+    (root / "lib64").symlink_to("opt/a/lib64")
+    first = bwrap._system_entries(str(root), settle_ns=0)
+    assert (str(root / "opt" / "b" / "lib64"), "") in first
+    (root / "opt" / "a2").symlink_to("c")
+    os.replace(root / "opt" / "a2", root / "opt" / "a")
+    again = bwrap._system_entries(str(root), settle_ns=0)
+    assert again == _listed(root)
+    assert (str(root / "opt" / "c" / "lib64"), "") in again and (str(root / "opt" / "b" / "lib64"), "") not in again

@@ -79,7 +79,7 @@ _WORDS = string.ascii_letters + string.digits
 
 
 def gen_name(rng: random.Random, spec: Mapping[str, Any]) -> str:
-    """A file-name-safe identifier: starts with a letter, lowercase letters and digits.
+    """A file-name-safe identifier (starts with a letter, lowercase letters and digits), unless `letters` is given.
 
     `letters`: draw every character from these instead (a limit counted in characters, not bytes,
     is only tested by characters that take several bytes).

@@ -406,7 +406,7 @@ class _Real:
 # file system's clock is coarse, so a change in the same tick as the one before leaves the times as they were.
 SETTLE_NS = 1_000_000_000
 DirState = tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
-_system_memo: dict[str, tuple[tuple[tuple[str, DirState | None], ...], tuple[tuple[str, str], ...]]] = {}
+_system_memo: dict[str, tuple[tuple[tuple[str | None, DirState | None], ...], tuple[tuple[str, str], ...]]] = {}
 
 
 def dir_state(path: str, now_ns: int, settle_ns: int = SETTLE_NS) -> DirState | None:
@@ -426,6 +426,7 @@ def _system_entries(root: str = "/", settle_ns: int = SETTLE_NS) -> tuple[tuple[
 
     Reused while `root` and each directory holding a symlink's target keep their identity and
     change times (`dir_state`): adding, removing or replacing an entry changes its directory's.
+    A symlink whose target is reached through another symlink (or a `..`) is never reused.
     Listing them cost about 24 system calls on every run.
     """
     now = time.time_ns()
@@ -433,7 +434,7 @@ def _system_entries(root: str = "/", settle_ns: int = SETTLE_NS) -> tuple[tuple[
     if hit is not None and all(state is not None and dir_state(d, now, settle_ns) == state for d, state in hit[0]):
         return hit[1]
     watched = [(root, dir_state(root, now, settle_ns))]  # before the listing: a change during it shows next time
-    entries = _list_system_entries(root, lambda d: watched.append((d, dir_state(d, now, settle_ns))))
+    entries = _list_system_entries(root, lambda d: watched.append((d, None if d is None else dir_state(d, now, settle_ns))))
     if all(state is not None for _d, state in watched):
         _system_memo[root] = (tuple(watched), entries)
     else:
@@ -441,9 +442,9 @@ def _system_entries(root: str = "/", settle_ns: int = SETTLE_NS) -> tuple[tuple[
     return entries
 
 
-def _list_system_entries(root: str, watch: Callable[[str], None]) -> tuple[tuple[str, str], ...]:
+def _list_system_entries(root: str, watch: Callable[[str | None], None]) -> tuple[tuple[str, str], ...]:
     """`_system_entries` listed afresh; `watch(directory)` is called for each symlink target's directory
-    before the target itself is looked at."""
+    before the target itself is looked at, `watch(None)` when that directory alone cannot tell a change."""
     out: list[tuple[str, str]] = []
     targets: list[str] = []
     for d in (os.path.join(root, x.lstrip("/")) for x in SYSTEM_DIRS):
@@ -453,9 +454,14 @@ def _list_system_entries(root: str, watch: Callable[[str], None]) -> tuple[tuple
             continue
         if stat.S_ISLNK(st.st_mode):
             real = os.path.realpath(d)
-            watch(os.path.dirname(real))
+            text = os.readlink(d)
+            # The target's directory holds what a change of the target shows, and stat() on it notices its
+            # ancestors replaced; but not another symlink met on the way (or before a `..`), which lives
+            # elsewhere: such a target is looked up afresh every time.
+            direct = ".." not in Path(text).parts and os.path.normpath(os.path.join(os.path.dirname(d), text)) == real
+            watch(os.path.dirname(real) if direct else None)
             if os.path.isdir(real) and real != "/" and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
-                out.append((d, os.readlink(d)))
+                out.append((d, text))
                 targets.append(real)
         elif stat.S_ISDIR(st.st_mode):
             out.append((d, ""))

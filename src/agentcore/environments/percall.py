@@ -123,11 +123,10 @@ def _with_tree(policy: Any, manifest: Any, read_denies: Sequence[Any], write_den
     """The per-call walk's findings folded into the policy: write-denied and nested protected entries and
     hard-linked files read-only, read-denied files hidden, roots too full of links (or never listed) read-only
     whole; with the count of writable directories left unlisted, which are read-only too."""
-    # Only the read-denied paths that exist now: the hunt for their other names and the mount plan look at
-    # these alone (the plan looked at all of them again: some 25 lstats a run of paths that are not there).
+    # Only the read-denied paths that exist now are hunted for their other names (a missing one has none).
+    # The policy keeps them all: the mount plan, made later (after the proxy starts and the placeholder lock
+    # is taken, which can wait), judges existence itself, so a denied file made in between is masked too.
     present = tuple(d for d in policy.read_denied if os.path.lexists(d))
-    if present != policy.read_denied:
-        policy = dataclasses.replace(policy, read_denied=present)
     found = calltree.bounded_scan(
         manifest.limits, policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
         denied_paths=present, protected_paths=policy.protected,
