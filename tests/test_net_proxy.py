@@ -481,7 +481,7 @@ async def test_a_url_as_long_as_web_fetch_takes_is_forwarded_and_a_longer_one_is
 
     async with running_proxy(f"127.0.0.1:{web.port}") as (relay, log):
         base = f"http://127.0.0.1:{web.port}/hello?q="
-        longest = base + "a" * (hosts._MAX_URL_LEN - len(base))
+        longest = base + "a" * (hosts.MAX_URL_LEN - len(base))
         response = await exchange(relay, f"GET {longest} HTTP/1.1\r\n\r\n".encode())
         assert status_of(response) == 200, response[:200]
         response = await exchange(relay, f"GET {longest}a HTTP/1.1\r\n\r\n".encode())

@@ -166,18 +166,18 @@ def _listed(root: Path) -> tuple[tuple[str, str], ...]:
 def test_system_entries_are_reused_only_while_their_directories_are_unchanged(tree: Path) -> None:
     root = _system_root(tree)
     _settled(root, root / "usr")
-    first = bwrap._system_entries(str(root), settle_ns=0)
+    first = bwrap._system_entries(str(root), settle=False)
     assert (str(root / "bin"), "usr/bin") in first and (str(root / "etc"), "") in first
     assert not any(p == str(root / "lib64") for p, _ in first)
     assert str(root) in bwrap._system_memo and first == _listed(root)
     # A new top-level entry changes the root's times: listed again.
     (root / "sbin").mkdir()
     _settled(root)
-    assert (str(root / "sbin"), "") in bwrap._system_entries(str(root), settle_ns=0)
+    assert (str(root / "sbin"), "") in bwrap._system_entries(str(root), settle=False)
     # A symlink's target appearing changes only its own directory (usr): that one is watched too.
     (root / "usr" / "missing").mkdir()
     os.utime(root / "usr", ns=(10**18 + 1, 10**18 + 1))
-    again = bwrap._system_entries(str(root), settle_ns=0)
+    again = bwrap._system_entries(str(root), settle=False)
     assert (str(root / "lib64"), "usr/missing") in again and again == _listed(root)
 
 
@@ -186,7 +186,7 @@ def test_a_directory_changed_within_the_settle_margin_is_listed_every_time(tree:
     assert bwrap.dir_state(str(root), time.time_ns()) is None
     assert bwrap._system_entries(str(root)) == _listed(root)
     assert str(root) not in bwrap._system_memo  # nothing kept that a same-tick change could leave looking unchanged
-    assert bwrap.dir_state(str(root / "bin" / "nothing"), time.time_ns(), 0) is None  # missing: never trusted
+    assert bwrap.dir_state(str(root / "bin" / "nothing"), time.time_ns(), settle=False) is None  # missing: never trusted
 
 
 def test_system_entries_follow_a_symlink_met_on_the_way_to_a_target(tree: Path) -> None:
@@ -198,10 +198,10 @@ def test_system_entries_follow_a_symlink_met_on_the_way_to_a_target(tree: Path) 
     (root / "opt" / "a").symlink_to("b")
     (root / "lib64").unlink()
     (root / "lib64").symlink_to("opt/a/lib64")
-    first = bwrap._system_entries(str(root), settle_ns=0)
+    first = bwrap._system_entries(str(root), settle=False)
     assert (str(root / "opt" / "b" / "lib64"), "") in first
     (root / "opt" / "a2").symlink_to("c")
     os.replace(root / "opt" / "a2", root / "opt" / "a")
-    again = bwrap._system_entries(str(root), settle_ns=0)
+    again = bwrap._system_entries(str(root), settle=False)
     assert again == _listed(root)
     assert (str(root / "opt" / "c" / "lib64"), "") in again and (str(root / "opt" / "b" / "lib64"), "") not in again

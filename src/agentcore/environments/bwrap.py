@@ -58,6 +58,7 @@ from pathlib import Path
 import anyio
 
 from ..protected import PROTECTED_DIRS
+from ..timestamps import recent
 from . import seccomp
 from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy, SpawnedProcess
 from .procgroup import run_process_group, spawn_process_group
@@ -402,25 +403,23 @@ class _Real:
         return got
 
 
-# A directory's listing is trusted unchanged only while its times are this much older than the look: a
-# file system's clock is coarse, so a change in the same tick as the one before leaves the times as they were.
-SETTLE_NS = 1_000_000_000
 DirState = tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
 _system_memo: dict[str, tuple[tuple[tuple[str | None, DirState | None], ...], tuple[tuple[str, str], ...]]] = {}
 
 
-def dir_state(path: str, now_ns: int, settle_ns: int = SETTLE_NS) -> DirState | None:
-    """A directory's identity and change times; None when it is missing or changed too recently to trust."""
+def dir_state(path: str, now_ns: int, *, settle: bool = True) -> DirState | None:
+    """A directory's identity and change times; None when it is missing or, with `settle`, changed too
+    recently for its times to tell a later change apart (`timestamps.recent`, as the walks judge it)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < settle_ns:
+    if not stat.S_ISDIR(st.st_mode) or (settle and recent(st.st_ctime_ns, now_ns)):
         return None
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _system_entries(root: str = "/", settle_ns: int = SETTLE_NS) -> tuple[tuple[str, str], ...]:
+def _system_entries(root: str = "/", *, settle: bool = True) -> tuple[tuple[str, str], ...]:
     """(path, symlink text or "") for each system directory that exists, plus the real
     directory of a symlinked one when no other entry shows it (merged /usr needs none).
 
@@ -431,10 +430,10 @@ def _system_entries(root: str = "/", settle_ns: int = SETTLE_NS) -> tuple[tuple[
     """
     now = time.time_ns()
     hit = _system_memo.get(root)
-    if hit is not None and all(state is not None and dir_state(d, now, settle_ns) == state for d, state in hit[0]):
+    if hit is not None and all(state is not None and dir_state(d, now, settle=settle) == state for d, state in hit[0]):
         return hit[1]
-    watched = [(root, dir_state(root, now, settle_ns))]  # before the listing: a change during it shows next time
-    entries = _list_system_entries(root, lambda d: watched.append((d, None if d is None else dir_state(d, now, settle_ns))))
+    watched = [(root, dir_state(root, now, settle=settle))]  # before the listing: a change during it shows next time
+    entries = _list_system_entries(root, lambda d: watched.append((d, None if d is None else dir_state(d, now, settle=settle))))
     if all(state is not None for _d, state in watched):
         _system_memo[root] = (tuple(watched), entries)
     else:

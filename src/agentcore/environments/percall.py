@@ -13,7 +13,6 @@ one an agent uses.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -123,13 +122,9 @@ def _with_tree(policy: Any, manifest: Any, read_denies: Sequence[Any], write_den
     """The per-call walk's findings folded into the policy: write-denied and nested protected entries and
     hard-linked files read-only, read-denied files hidden, roots too full of links (or never listed) read-only
     whole; with the count of writable directories left unlisted, which are read-only too."""
-    # Only the read-denied paths that exist now are hunted for their other names (a missing one has none).
-    # The policy keeps them all: the mount plan, made later (after the proxy starts and the placeholder lock
-    # is taken, which can wait), judges existence itself, so a denied file made in between is masked too.
-    present = tuple(d for d in policy.read_denied if os.path.lexists(d))
     found = calltree.bounded_scan(
         manifest.limits, policy.write_roots, manifest.workspace_roots, read_denies, write_denies,
-        denied_paths=present, protected_paths=policy.protected,
+        denied_paths=policy.read_denied, protected_paths=policy.protected,
     )
     # Read-only whole: a write root that is itself a hard-linked file, or one holding too many of them.
     frozen = [*found.frozen, *(r for r in policy.write_roots if calltree.linked_inodes([r]))]

@@ -37,6 +37,7 @@ __all__ = [
     "CanonicalTarget",
     "HostPattern",
     "HostRefused",
+    "MAX_URL_LEN",
     "canonical_host",
     "compile_host_pattern",
     "format_authority",
@@ -49,7 +50,7 @@ _PATTERN_DEFAULT_PORTS = frozenset({80, 443})
 _MAX_HOST_LEN = 253
 # Room for web_search's own request: a provider URL and a 2,000-character query (SRCH-4) percent-encoded,
 # up to 12 characters each (4-byte UTF-8). At 8,192 a long non-ASCII query failed as `invalid_url`.
-_MAX_URL_LEN = 32768
+MAX_URL_LEN = 32768
 _LDH_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _PORT = re.compile(r"[0-9]{1,5}")
 _URL_HEAD = re.compile(r"(https?)://([^/?#]*)", re.IGNORECASE)
@@ -248,7 +249,7 @@ def parse_url(url: str) -> tuple["httpx.URL", CanonicalTarget]:
     """
     if not isinstance(url, str) or url == "":
         raise HostRefused("invalid_url", "the URL is empty")
-    if len(url) > _MAX_URL_LEN:
+    if len(url) > MAX_URL_LEN:
         raise HostRefused("invalid_url", "the URL is too long")
     if _has_control(url):
         raise HostRefused("invalid_url", "the URL contains control characters or spaces")

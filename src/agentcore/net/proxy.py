@@ -32,8 +32,8 @@ import anyio
 from anyio.abc import ByteStream, SocketStream
 
 from agentcore.net.hosts import (
-    _MAX_URL_LEN,
     DEFAULT_PORTS,
+    MAX_URL_LEN,
     HostPattern,
     HostRefused,
     format_authority,
@@ -45,7 +45,7 @@ from agentcore.net.vetting import AddressRefused, IPAddress, matching_pattern, v
 __all__ = ["FilteringProxy"]
 
 # The target as long as parse_url takes (web_fetch's bound): a longer one is refused as malformed.
-_REQUEST_LINE = re.compile(r"([A-Z]{1,20}) (\S{1,%d}) HTTP/1\.[01]" % _MAX_URL_LEN)
+_REQUEST_LINE = re.compile(r"([A-Z]{1,20}) (\S{1,%d}) HTTP/1\.[01]" % MAX_URL_LEN)
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _HOP_BY_HOP = frozenset(
     {
