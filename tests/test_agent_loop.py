@@ -8,6 +8,7 @@ middle of a stream and of a tool, subagents, and headless asking.
 
 from __future__ import annotations
 
+import copy
 import errno
 import os
 from collections.abc import Callable
@@ -424,3 +425,11 @@ def test_only_a_session_whose_tools_cannot_change_keeps_its_prompt_unchecked(tmp
         first = cache.get(fixed, session)
         assert all(cache.get(fixed, session)[0] is first[0] for _ in range(3))
         assert fixed.lookups == 1
+        # A tool replaced in the catalogue (same parameters, another description) shows at the next request.
+        other = copy.copy(fixed.catalog.get("read"))
+        other.description = "Reads a file another way. It is the replacement."
+        fixed.catalog.replace(other)
+        system, specs = cache.get(fixed, session)
+        assert "- read (read): Reads a file another way." in system and "Reads a file another way." not in first[0]
+        assert [s.description for s in specs if s.name == "read"] == [other.description]
+        assert cache.get(fixed, session)[0] is system and fixed.lookups == 2

@@ -311,7 +311,9 @@ def available_skills(manifest: CompiledManifest, session: Session) -> list[Any]:
 
 def tools_fixed(engine: _Engine, session: Session) -> bool:
     """Whether `engine.tools`, `engine.searchable` and `available_skills` stay as they are for `session`: no
-    deferred tool to discover, no tool source (MCP) that relists, no `skill` tool whose directories may gain a skill."""
+    deferred tool to discover, no tool source (MCP) that relists, no `skill` tool whose directories may gain a skill.
+    The catalogue itself can still change (`ToolRegistry.replace` gives a tool another description): a host
+    keeping what it built from the tools checks `engine.catalog.version` too."""
     manifest = engine.manifest
     return not manifest.deferred and session.stores.tool_source is None and "skill" not in manifest.tools
 

@@ -28,16 +28,18 @@ class PromptCache:
 
     They change when `tool_search` discovers a tool, an MCP server lists its tools, or a skill
     appears; the key holds exactly those, so a cached prompt is never stale. A session where none of
-    them can happen (`api.tools_fixed`) keeps its entry without checking the key again: the check
-    ran before every model request, after the request's own work had left the caches cold.
+    them can happen (`api.tools_fixed`) keeps its entry without checking the key again, while the
+    catalogue is unchanged (a replaced tool may describe itself otherwise): the check ran before every
+    model request, after the request's own work had left the caches cold.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[tuple[Tool, ...], tuple[Any, ...], str, list[ToolSpec], bool]] = {}
+        # session id -> (tools, key, system prompt, tool specs, catalogue version if the tools are fixed else None)
+        self._entries: dict[str, tuple[tuple[Tool, ...], tuple[Any, ...], str, list[ToolSpec], int | None]] = {}
 
     def get(self, engine: Engine, session: Session) -> tuple[str, list[ToolSpec]]:
         hit = self._entries.get(session.id)
-        if hit is not None and hit[4]:
+        if hit is not None and hit[4] == engine.catalog.version:
             return hit[2], hit[3]
         tools = tuple(engine.tools(session))
         key = (tuple(available_skills(engine.manifest, session)), len(engine.searchable(session)))
@@ -45,7 +47,7 @@ class PromptCache:
         if hit is not None and hit[1] == key and len(hit[0]) == len(tools) and all(a is b for a, b in zip(hit[0], tools)):
             return hit[2], hit[3]
         system, specs = system_prompt(engine, session, tools), tool_specs(tools)
-        self._entries[session.id] = (tools, key, system, specs, tools_fixed(engine, session))
+        self._entries[session.id] = (tools, key, system, specs, engine.catalog.version if tools_fixed(engine, session) else None)
         return system, specs
 
     def forget(self, session: Session) -> None:

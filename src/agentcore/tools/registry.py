@@ -45,6 +45,9 @@ class ToolRegistry:
         self._plugin_loader = plugins
         # Third-party tools that failed to import or register, by entry-point name (TOOL-7).
         self._plugin_errors: dict[str, str] = {}
+        # Counts the changes a listing could show (a tool added, one replaced): a host that keeps what it
+        # built from the tools (a system prompt) keeps it while this stays the same.
+        self.version = 0
 
     @property
     def plugin_errors(self) -> dict[str, str]:
@@ -67,6 +70,7 @@ class ToolRegistry:
         self._check(tool, locked=locked, trusted=False)
         self._tools[tid] = tool
         self._order.append(tid)
+        self.version += 1
 
     def register_lazy(self, tool_id: str, factory: Callable[[], Tool]) -> None:
         """A locked tool of this package, made (and checked, but its schema trusted) when first looked up."""
@@ -122,6 +126,7 @@ class ToolRegistry:
             raise RegistryError(f"tool {tool.id!r} cannot be replaced with another shape or kind")
         self._tools[tool.id] = tool
         self._validators.pop(tool.id, None)
+        self.version += 1
 
     def load_error(self, tool_id: str) -> str | None:
         """Why a plugin with this id failed to load, or None."""
