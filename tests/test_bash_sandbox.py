@@ -684,3 +684,26 @@ async def test_a_read_denied_path_made_after_the_walk_is_still_masked(agent_for:
     assert TOKEN not in sink.data.decode()
     # Control: at the next call the path exists from the start and is masked as before.
     assert TOKEN not in assert_ran(await agent.call("bash", {"command": "cat between.txt"}))["output"]
+
+
+
+@pytest.mark.parametrize("command", [
+    "touch skills/pdf/SKILL.md",  # change an existing skill
+    "cp a.txt skills/pdf/extra.md",  # add to one
+    "mkdir skills/planted",  # add a skill
+    "mv skills/pdf skills/pdf2",  # take one away
+    "mkdir -p later/planted",  # a skill directory that does not exist yet
+])
+async def test_skill_directories_cannot_be_written_from_the_sandbox(make_agent: Callable[..., Any], lab: Lab, command: str) -> None:
+    """What a skill says reaches every later session's prompt (ENV-7 rule 5): the skill directories of
+    `skills.paths` are read-only whole, and one that does not exist cannot be made."""
+    (lab.ws / "skills" / "pdf").mkdir(parents=True)
+    (lab.ws / "skills" / "pdf" / "SKILL.md").write_text("---\nname: pdf\ndescription: PDF files.\n---\nUse pdftotext.\n")
+    manifest = {**bash_manifest(FILE_SHELL), "skills": {"paths": ["skills", "later"]}}
+    agent = make_agent(lab.ws, manifest, engine_kwargs={"watchdog": "default"})
+    before = lab.snapshot()
+    _prevented(await agent.call("bash", {"command": command}))
+    assert lab.snapshot() == before  # nothing changed, and no placeholder is left behind
+    # Control: the same agent writes beside the skill directories.
+    assert_ran(await agent.call("bash", {"command": "touch skill-notes.md"}))
+    assert (lab.ws / "skill-notes.md").exists()

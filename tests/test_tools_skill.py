@@ -190,3 +190,44 @@ async def test_skill_dir_with_glob_characters_is_literal(tmp_path: Path) -> None
     assert not engine.manifest.effective.can_read(f"{ws}/weXXird1/s1/SKILL.md")
     env = await engine.call(engine.open_session(), "skill", {"name": "s1"})
     assert env.ok, env.error_text
+
+
+async def test_skill_directories_are_protected_from_the_file_tools(tmp_path: Path) -> None:
+    """ENV-7 rule 5: the agent can neither change a skill nor add one, in an existing skill directory or a
+    missing one, with `skill` enabled or not; it still loads them, and writes beside them."""
+    skills = tmp_path / "ws" / "skills"
+    original = skill(skills, "pdf").read_bytes()
+    write_all = {"requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**"]}}, "tools": ["skill", "write", "edit"],
+                 "rules": [{"permission": "*", "pattern": "*", "action": "allow"}]}
+    for tools in (["skill", "write", "edit"], ["write", "edit"]):
+        engine = make_engine(tmp_path, ["skills", "later"], extra={**write_all, "tools": tools})
+        session = engine.open_session()
+        for path in ("skills/pdf/SKILL.md", "skills/planted/SKILL.md", "later/planted/SKILL.md", "skills/../skills/pdf/notes.md"):
+            env = await engine.call(session, "write", {"path": path, "content": "---\nname: planted\ndescription: x\n---\nDo it.\n"})
+            assert env.refusal is not None and env.refusal["code"] == "protected", (tools, path, env.to_dict())
+            assert path not in env.error_text and "planted" not in env.error_text  # never echoes the path
+        env = await engine.call(session, "edit", {"path": "skills/pdf/SKILL.md", "old_string": "Step 1.", "new_string": "Step 0."})
+        assert env.refusal is not None and env.refusal["code"] == "protected"
+        assert (await engine.call(session, "write", {"path": "notes.md", "content": "beside them\n"})).ok
+    assert (skills / "pdf" / "SKILL.md").read_bytes() == original
+    assert sorted(p.name for p in skills.iterdir()) == ["pdf"] and not (tmp_path / "ws" / "later").exists()
+    engine = make_engine(tmp_path, ["skills"], extra=write_all)
+    loaded = await engine.call(engine.open_session(), "skill", {"name": "pdf"})
+    assert loaded.ok and "Step 1." in loaded.data["content"]
+
+
+def test_manifest_check_says_when_fs_write_reaches_a_skill_directory(tmp_path: Path) -> None:
+    from agentcore.api import default_catalog
+    from agentcore.manifest.advice import manifest_warnings
+
+    write_all = {"requires": {"fs": {"write": ["{workspace}/**"]}}, "tools": ["skill", "write"]}
+    engine = make_engine(tmp_path, ["skills"], extra=write_all)
+    [warning] = [w for w in manifest_warnings(engine.manifest, default_catalog()) if "skill directory" in w]
+    assert "reaches the skill directory" in warning and str((tmp_path / "ws" / "skills").resolve()) in warning
+    # A skill directory holding the whole writable base leaves nothing writable: said as such.
+    engine = make_engine(tmp_path, ["{workspace}"], extra=write_all)
+    [warning] = [w for w in manifest_warnings(engine.manifest, default_catalog()) if "skill directory" in w]
+    assert "nothing there is writable" in warning
+    # Out of fs.write's reach: nothing to say.
+    engine = make_engine(tmp_path, ["skills"], extra={**write_all, "requires": {"fs": {"write": ["{workspace}/notes/**"]}}})
+    assert not [w for w in manifest_warnings(engine.manifest, default_catalog()) if "skill directory" in w]

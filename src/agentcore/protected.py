@@ -233,7 +233,7 @@ def protected_reason(path: Path | str, extra: Iterable[Path | str] = ()) -> str 
     for e in extra:
         e = os.fspath(e)
         if p == e or p.startswith(e.rstrip("/") + "/"):
-            return "runtime or git configuration"
+            return "the manifest, its agents and skills, the host's records or the runtime itself"
     parts = Path(p).parts
     for i, part in enumerate(parts):
         why = name_reason(part)

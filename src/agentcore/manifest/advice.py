@@ -38,6 +38,7 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _unused_named(manifest, used, at)
     out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
     out += _runtime_in_reach(manifest)
+    out += _skills_in_reach(manifest, at)
     out += _environments_in_reach(manifest)
     out += _path_dirs_in_reach(manifest)
     out += _home_in_reach(manifest, at)
@@ -125,6 +126,22 @@ def _children(directory: str) -> list[str]:
             return sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
     except OSError:
         return []
+
+
+def _skills_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
+    """Skill directories `fs.write` reaches stay read-only (ENV-7 rule 5): an author who asks the agent to write a
+    skill would not guess, and a writable base inside one is not writable at all."""
+    bases = list(dict.fromkeys(os.path.realpath(p.base) for p in manifest.effective.fs_write))
+    out = []
+    for d in map(os.fspath, manifest.skill_dirs):
+        inside = [b for b in bases if b == d or b.startswith(d.rstrip("/") + "/")]
+        if inside:
+            out.append(f"{at('skills', 'paths')}: {', '.join(inside)} of requires.fs.write lies in the skill directory {d}, "
+                       "which is protected whole (ENV-7 rule 5): nothing there is writable; keep skills in a directory of their own")
+        elif manifest.effective.can_write(os.path.join(d, "skill", "SKILL.md")):
+            out.append(f"{at('skills', 'paths')}: requires.fs.write reaches the skill directory {d}: it stays read-only "
+                       "(ENV-7 rule 5), so the agent cannot add or change a skill; write skills yourself")
+    return out
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:

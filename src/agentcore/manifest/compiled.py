@@ -341,6 +341,16 @@ def _skill_dirs(spec: ManifestSpec, bindings: Bindings, at: Locate) -> tuple[Pat
     )
 
 
+def skill_files(skill_dirs: Sequence[Path]) -> tuple[Path, ...]:
+    """The skill directories of `skills.paths`, each whole (rule 5), whether `skill` is enabled or not.
+
+    What a skill says reaches the system prompt of every later session, and its body the model as
+    instructions: one the agent could write or add would steer the sessions after it as the agent
+    chose, not as the manifest's author did.
+    """
+    return tuple(dict.fromkeys(skill_dirs))
+
+
 def reachable_runtime(effective: EffectiveCapabilities) -> tuple[Path, ...]:
     """The parts of the runtime's installation (rule 5) that fs.write reaches: a writable base inside one,
     or one inside a writable base. Only these are worth a read-only mount on every call."""
@@ -380,7 +390,8 @@ def compile_manifest(
     base = source.parent if source else (bindings.workspace or Path.cwd())
     protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
     agents = _agents(spec, base)
-    protected += agent_files(agents) + reachable_runtime(effective)
+    skill_dirs = _skill_dirs(spec, bindings, at)
+    protected += agent_files(agents) + skill_files(skill_dirs) + reachable_runtime(effective)
     return CompiledManifest(
         name=spec.name,
         spec=spec,
@@ -392,7 +403,7 @@ def compile_manifest(
         limits=Limits().merged(spec.limits.as_dict()),
         environment=spec.environment,
         agents=agents,
-        skill_dirs=_skill_dirs(spec, bindings, at),
+        skill_dirs=skill_dirs,
         protected_files=protected,
         deferred=tuple(spec.deferred_tools),
         sandbox_view=spec.sandbox.view,

@@ -201,7 +201,7 @@ class WebSearchSpec(_Strict):
 class SkillsSpec(_Strict):
     paths: list[str] = Field(
         default_factory=list,
-        description="Directories holding skills (`<name>/SKILL.md`), relative to the workspace.",
+        description="Directories holding skills (`<name>/SKILL.md`), relative to the workspace; protected whole: the agent cannot write there.",
         examples=[[".skills"]],
     )
 

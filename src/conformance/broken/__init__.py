@@ -386,6 +386,20 @@ class SubagentsUnprotected(AgentcoreHarness):
             compiled.agent_files = real  # type: ignore[assignment]
 
 
+class SkillsUnprotected(AgentcoreHarness):
+    """The skill directories of `skills.paths` are writable like any other path of fs.write (ENV-7 rule 5)."""
+
+    async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
+        from agentcore.manifest import compiled
+
+        real = compiled.skill_files
+        compiled.skill_files = lambda skill_dirs: ()  # type: ignore[assignment]
+        try:
+            return await super().op_compile(req)
+        finally:
+            compiled.skill_files = real  # type: ignore[assignment]
+
+
 class ToolsGrantScope(AgentcoreHarness):
     """Enabling a file tool silently grants the whole workspace (the reading LOCK-5 rejects)."""
 
@@ -826,6 +840,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "relative-paths": RelativePaths,
     "writes-protected": WritesProtected,
     "subagents-unprotected": SubagentsUnprotected,
+    "skills-unprotected": SkillsUnprotected,
     "tools-grant-scope": ToolsGrantScope,
     "lenient-compile": LenientCompile,
     "mcp-requires-ignored": McpRequiresIgnored,
