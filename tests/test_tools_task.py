@@ -423,3 +423,24 @@ def test_too_many_subagent_manifests_is_a_compile_error(tmp_path: Path) -> None:
     assert len(agent_files({"first": tmp_path / "a1.yaml"})) == MAX_AGENT_FILES
     with pytest.raises(CompileError):
         agent_files({"first": tmp_path / "a0.yaml"})
+
+
+async def test_a_named_child_expands_the_variables_as_its_parent_does(tmp_path: Path) -> None:
+    """`{ad-hoc}` and `{user-data}` in a child manifest name the parent's ad-hoc files and user-data directory;
+    before, they expanded to nothing in the child, which then lost what both manifests grant."""
+    ws, user_data, ad_hoc = tmp_path / "ws", tmp_path / "user-data", tmp_path / "opened"
+    for d, name in ((ws, "w.txt"), (user_data, "u.txt"), (ad_hoc, "o.txt")):
+        d.mkdir()
+        (d / name).write_text(name)
+    allow = [{"permission": "*", "pattern": "*", "action": "allow"}]
+    grants = {"fs": {"read": ["{workspace}/**", "{user-data}/**", "{ad-hoc}/**"]}}
+    write(tmp_path / "child.yaml", {"name": "child", "tools": ["read"], "environment": "none", "rules": allow, "requires": grants})
+    parent = write(tmp_path / "parent.yaml", {"name": "parent", "tools": ["read", "task"], "environment": "none", "rules": allow,
+                                              "requires": grants, "agents": {"child": "child.yaml"}})
+    engine = Engine(load_manifest(parent, workspace=ws, ad_hoc=[ad_hoc / "o.txt"], user_data=user_data), watchdog=AllowAllWatchdog())
+    seen: list[Any] = []
+    engine.subagent_runner = reader_runner([str(ws / "w.txt"), str(user_data / "u.txt"), str(ad_hoc / "o.txt")], seen)  # type: ignore[attr-defined]
+    with engine.open_session() as session:
+        env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})
+    assert env.ok, env.error_text
+    assert sorted(json.loads(env.data["result"]).values()) == ["o.txt", "u.txt", "w.txt"]
