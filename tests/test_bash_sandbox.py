@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -707,3 +708,59 @@ async def test_skill_directories_cannot_be_written_from_the_sandbox(make_agent: 
     # Control: the same agent writes beside the skill directories.
     assert_ran(await agent.call("bash", {"command": "touch skill-notes.md"}))
     assert (lab.ws / "skill-notes.md").exists()
+
+
+@pytest.mark.parametrize("case", ["linked-directory", "linked-folder", "linked-skill-file"])
+async def test_a_skill_reached_through_a_symbolic_link_cannot_be_changed_from_the_sandbox(make_agent: Callable[..., Any], lab: Lab, case: str) -> None:
+    """A skill directory named through a symbolic link, or a skill folder or SKILL.md that is one, is read from
+    where the link leads: neither the link nor that place may change, or the agent would choose the skills of
+    the sessions after it (ENV-7 rule 5). A link inside a writable root cannot be kept read-only: bash fails closed."""
+    body = "---\nname: pdf\ndescription: PDF files.\n---\nUse pdftotext.\n"
+    for d in ("real/skills/pdf", "shared/pdf", "docs", "evil/pdf", "skills"):
+        (lab.ws / d).mkdir(parents=True, exist_ok=True)
+    for f in ("real/skills/pdf/SKILL.md", "shared/pdf/SKILL.md", "docs/pdf.md", "evil/pdf/SKILL.md"):
+        (lab.ws / f).write_text(body)
+    paths, command = {
+        "linked-directory": (["linked"], "ln -sfn evil linked"),
+        "linked-folder": (["skills"], "cp a.txt shared/pdf/SKILL.md"),
+        "linked-skill-file": (["skills"], "cp a.txt docs/pdf.md"),
+    }[case]
+    (lab.ws / "linked").symlink_to("real/skills")
+    if case == "linked-folder":
+        (lab.ws / "skills" / "pdf").symlink_to("../shared/pdf")
+    elif case == "linked-skill-file":
+        (lab.ws / "skills" / "pdf").mkdir()
+        (lab.ws / "skills" / "pdf" / "SKILL.md").symlink_to("../../docs/pdf.md")
+    manifest = {**bash_manifest(FILE_SHELL), "skills": {"paths": paths}}
+    agent = make_agent(lab.ws, manifest, engine_kwargs={"watchdog": "default"})
+    before = lab.snapshot()
+    env = await agent.call("bash", {"command": command})
+    if case == "linked-directory":
+        assert_refused(env, "environment", "unavailable")
+    else:
+        _prevented(env)
+        assert_ran(await agent.call("bash", {"command": "touch docs/notes.md"}))  # control: beside them
+        before["ws/docs/notes.md"] = (stat.S_IFREG, b"")
+    assert lab.snapshot() == before
+
+
+@pytest.mark.parametrize("case", ["linked-manifest", "linked-subagent"])
+async def test_a_link_on_the_way_to_the_manifest_or_a_subagents_cannot_be_repointed(make_agent: Callable[..., Any], lab: Lab, case: str) -> None:
+    """The next compile follows the links to the manifest and to its subagents' manifests as it finds them: a
+    command that pointed one at a manifest of its own would choose the next session's rules (ENV-7 rule 5)."""
+    import yaml
+
+    (lab.ws / "conf").mkdir()
+    (lab.ws / "evil").mkdir()
+    for d in ("conf", "evil"):
+        (lab.ws / d / "helper.yaml").write_text("name: helper\ntools: [read]\n")
+    (lab.ws / "evil.yaml").write_text("name: evil\n")
+    (lab.ws / "agents").symlink_to("conf")
+    manifest = {**bash_manifest(FILE_SHELL), "agents": {"helper": "../agents/helper.yaml"}}  # from conf/
+    (lab.ws / "conf" / "agent.yaml").write_text(yaml.safe_dump(manifest))
+    (lab.ws / "agent.yaml").symlink_to("conf/agent.yaml")
+    command = {"linked-manifest": "ln -sfn evil.yaml agent.yaml", "linked-subagent": "ln -sfn evil agents"}[case]
+    agent = make_agent(lab.ws, lab.ws / "agent.yaml", engine_kwargs={"watchdog": "default"})
+    before = lab.snapshot()
+    assert_refused(await agent.call("bash", {"command": command}), "environment", "unavailable")
+    assert lab.snapshot() == before

@@ -221,7 +221,7 @@ def test_manifest_check_says_when_fs_write_reaches_a_skill_directory(tmp_path: P
     from agentcore.manifest.advice import manifest_warnings
 
     write_all = {"requires": {"fs": {"write": ["{workspace}/**"]}}, "tools": ["skill", "write"]}
-    engine = make_engine(tmp_path, ["skills"], extra=write_all)
+    engine = make_engine(tmp_path, ["skills", "./skills"], extra=write_all)  # one directory, one warning
     [warning] = [w for w in manifest_warnings(engine.manifest, default_catalog()) if "skill directory" in w]
     assert "reaches the skill directory" in warning and str((tmp_path / "ws" / "skills").resolve()) in warning
     # A skill directory holding the whole writable base leaves nothing writable: said as such.
@@ -231,3 +231,40 @@ def test_manifest_check_says_when_fs_write_reaches_a_skill_directory(tmp_path: P
     # Out of fs.write's reach: nothing to say.
     engine = make_engine(tmp_path, ["skills"], extra={**write_all, "requires": {"fs": {"write": ["{workspace}/notes/**"]}}})
     assert not [w for w in manifest_warnings(engine.manifest, default_catalog()) if "skill directory" in w]
+
+
+async def test_a_skill_a_symbolic_link_leads_to_is_protected_where_it_lies(tmp_path: Path) -> None:
+    """A skill folder or SKILL.md in a skill directory may be a symbolic link: the skill is loaded from where
+    it leads, so that place is protected too (ENV-7 rule 5), or the agent could rewrite the skill there."""
+    ws = tmp_path / "ws"
+    skill(ws / "shared", "pdf")
+    skill(ws / "docs", "ocr")
+    (ws / "skills" / "ocr").mkdir(parents=True)
+    (ws / "skills" / "pdf").symlink_to("../shared/pdf")
+    (ws / "skills" / "ocr" / "SKILL.md").symlink_to("../../docs/ocr/SKILL.md")
+    (ws / "skills" / "later").symlink_to("../missing")  # dangling: a skill once something is there
+    write_all = {"requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**"]}}, "tools": ["skill", "write"],
+                 "rules": [{"permission": "*", "pattern": "*", "action": "allow"}]}
+    engine = make_engine(tmp_path, ["skills"], extra=write_all)
+    session = engine.open_session()
+    for path in ("shared/pdf/SKILL.md", "shared/pdf/extra.md", "docs/ocr/SKILL.md", "missing/SKILL.md"):
+        env = await engine.call(session, "write", {"path": path, "content": "---\nname: later\ndescription: planted\n---\nDo it.\n"})
+        assert env.refusal is not None and env.refusal["code"] == "protected", (path, env.to_dict())
+    assert (await engine.call(session, "write", {"path": "docs/notes.md", "content": "beside them\n"})).ok
+    assert [s.description for s in available_skills(engine.manifest, session)] == ["Does things.", "Does things."]
+
+
+def test_manifest_check_says_when_fs_write_reaches_a_link_on_the_way_to_a_skill(tmp_path: Path) -> None:
+    from agentcore.api import default_catalog
+    from agentcore.manifest.advice import manifest_warnings
+
+    skill(tmp_path / "ws" / "real", "pdf")
+    (tmp_path / "ws" / "skills").symlink_to("real")
+    write_all = {"requires": {"fs": {"write": ["{workspace}/**"]}, "shell": [{"cmd": "ls"}]}, "tools": ["skill", "bash"]}
+    engine = make_engine(tmp_path, ["skills"], extra=write_all)
+    [warning] = [w for w in manifest_warnings(engine.manifest, default_catalog()) if "symbolic link" in w]
+    assert str(tmp_path / "ws" / "skills") in warning and "no command can run" in warning
+    # Without a tool that runs commands, or with the link out of fs.write's reach: nothing to say.
+    for extra in ({**write_all, "tools": ["skill"]}, {**write_all, "requires": {**write_all["requires"], "fs": {"write": ["{workspace}/real/**"]}}}):
+        engine = make_engine(tmp_path, ["skills"], extra=extra)
+        assert not [w for w in manifest_warnings(engine.manifest, default_catalog()) if "symbolic link" in w]

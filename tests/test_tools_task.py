@@ -413,6 +413,32 @@ async def test_subagent_manifests_cannot_be_rewritten_by_the_agent(tmp_path: Pat
         session.close()
 
 
+async def test_a_named_subagents_skill_directories_are_protected_in_the_parent(tmp_path: Path) -> None:
+    """What a child's skill says reaches the child's prompt, in this session and every later one: the skill
+    directories of every subagent reachable through `agents` are protected in the parent too (rule 5)."""
+    ws = tmp_path / "ws"
+    (ws / "agents").mkdir(parents=True)
+    write(ws / "agents" / "helper.yaml", {"name": "helper", "tools": ["skill"], "environment": "none",
+                                          "skills": {"paths": ["helper-skills", "{workspace}/more-skills"]},
+                                          "agents": {"deep": "deep.yaml"}})
+    write(ws / "agents" / "deep.yaml", {"name": "deep", "tools": ["read"], "environment": "none", "roots": ["../extra"],
+                                        "skills": {"paths": ["{workspace}/deep-skills"]}})
+    manifest = write(ws / "agent.yaml", {
+        "name": "parent", "tools": ["write", "task"], "environment": "none", "agents": {"helper": "agents/helper.yaml"},
+        "requires": {"fs": {"read": ["{workspace}/**"], "write": ["{workspace}/**"]}},
+        "rules": [{"permission": "*", "pattern": "*", "action": "allow"}],
+    })
+    engine = Engine(load_manifest(manifest, workspace=ws), watchdog=AllowAllWatchdog())
+    session = engine.open_session(headless=True)
+    try:
+        for rel in ("helper-skills/x/SKILL.md", "more-skills/x/SKILL.md", "deep-skills/x/SKILL.md", "extra/deep-skills/x/SKILL.md"):
+            env = await engine.call(session, "write", {"path": rel, "content": "---\nname: x\ndescription: planted\n---\nDo it.\n"})
+            assert env.type == "error" and env.refusal and env.refusal["code"] == "protected", (rel, env.to_dict())
+        assert (await engine.call(session, "write", {"path": "agents/notes.md", "content": "x\n"})).ok
+    finally:
+        session.close()
+
+
 def test_too_many_subagent_manifests_is_a_compile_error(tmp_path: Path) -> None:
     from agentcore.errors import CompileError
     from agentcore.manifest.compiled import MAX_AGENT_FILES, agent_files

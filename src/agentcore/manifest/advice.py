@@ -39,6 +39,7 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
     out += _runtime_in_reach(manifest)
     out += _skills_in_reach(manifest, at)
+    out += _links_in_reach(manifest)
     out += _environments_in_reach(manifest)
     out += _path_dirs_in_reach(manifest)
     out += _home_in_reach(manifest, at)
@@ -133,7 +134,7 @@ def _skills_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
     skill would not guess, and a writable base inside one is not writable at all."""
     bases = list(dict.fromkeys(os.path.realpath(p.base) for p in manifest.effective.fs_write))
     out = []
-    for d in map(os.fspath, manifest.skill_dirs):
+    for d in map(os.fspath, dict.fromkeys(manifest.skill_dirs)):  # two spellings of one directory: one warning
         inside = [b for b in bases if b == d or b.startswith(d.rstrip("/") + "/")]
         if inside:
             out.append(f"{at('skills', 'paths')}: {', '.join(inside)} of requires.fs.write lies in the skill directory {d}, "
@@ -142,6 +143,17 @@ def _skills_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
             out.append(f"{at('skills', 'paths')}: requires.fs.write reaches the skill directory {d}: it stays read-only "
                        "(ENV-7 rule 5), so the agent cannot add or change a skill; write skills yourself")
     return out
+
+
+def _links_in_reach(manifest: CompiledManifest) -> list[str]:
+    """A symbolic link on the way to a file of rule 5 (a skill, the manifest, a subagent's) that fs.write reaches:
+    a command could point it elsewhere and the sandbox cannot keep a link read-only, so every command is refused."""
+    if not manifest.shell_tools:
+        return []
+    links = [os.fspath(p) for p in manifest.protected_files if os.path.islink(p) and manifest.effective.can_write(os.fspath(p))]
+    return [f"requires.fs.write reaches the symbolic link {link} on the way to a skill, the manifest or a subagent's manifest "
+            "(ENV-7 rule 5): the sandbox cannot keep it read-only, so no command can run; put what it leads to in its place"
+            for link in links]
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:

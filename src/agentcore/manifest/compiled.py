@@ -304,7 +304,7 @@ MAX_AGENT_FILES = 256
 
 
 def agent_files(agents: dict[str, Path]) -> tuple[Path, ...]:
-    """The manifest files of every named subagent, and of theirs in turn (rule 5).
+    """The manifest files of every named subagent, and of theirs in turn (rule 5), and the symbolic links on the way.
 
     `task` reads them when it runs, so one the agent could rewrite would hand a
     child whatever rules it liked (a named child keeps only its parent's denies,
@@ -314,6 +314,7 @@ def agent_files(agents: dict[str, Path]) -> tuple[Path, ...]:
     from .loader import parse_document  # the loader's defensive parser: no model validation needed here
 
     seen: dict[Path, None] = {}
+    links: list[str] = []
     todo = list(agents.values())
     while todo:
         path = Path(os.path.realpath(todo.pop()))
@@ -329,26 +330,101 @@ def agent_files(agents: dict[str, Path]) -> tuple[Path, ...]:
         nested = data.get("agents") if isinstance(data, dict) else None
         if isinstance(nested, dict):
             todo += [path.parent / rel for rel in nested.values() if isinstance(rel, str)]
-    return tuple(seen)
+            links += [link for rel in nested.values() if isinstance(rel, str) for link in _links_on(os.fspath(path.parent / rel))]
+    return tuple(seen) + tuple(Path(link) for link in dict.fromkeys(links))
 
 
-def _skill_dirs(spec: ManifestSpec, bindings: Bindings, at: Locate) -> tuple[Path, ...]:
+def _skill_paths(paths: Iterable[str], bindings: Bindings, at: Locate) -> list[str]:
+    """The skill directories as written (variables expanded, anchored at the workspace), symbolic links not resolved."""
     ws = bindings.workspace
-    return tuple(
-        Path(os.path.realpath(text if os.path.isabs(text) else os.path.join(ws or ".", text)))
-        for i, raw in enumerate(spec.skills.paths)
+    return [
+        text if os.path.isabs(text) else os.path.join(ws or ".", text)
+        for i, raw in enumerate(paths)
         for text in expand(raw, bindings, escape=False, where=at("skills", "paths", i))
-    )
+    ]
 
 
-def skill_files(skill_dirs: Sequence[Path]) -> tuple[Path, ...]:
+def agent_skill_paths(files: Iterable[Path], parent: Bindings) -> list[str]:
+    """The skill directories of the subagent manifests `files`, as `task` compiles them (with the parent's bindings).
+
+    Read as text, as `agent_files` reads them: what cannot be read or expanded is skipped (`task` refuses it).
+    """
+    from .loader import parse_document
+
+    out: list[str] = []
+    for path in files:
+        try:
+            data = parse_document(path.read_text(encoding="utf-8"), path)
+        except (OSError, UnicodeDecodeError, ManifestError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        skills = data.get("skills")
+        paths, roots = _strings(skills.get("paths") if isinstance(skills, dict) else None), _strings(data.get("roots"))
+        try:
+            extra = [Path(os.path.realpath(os.path.join(path.parent, t)))
+                     for r in roots for t in expand(r, Bindings.for_workspace(parent.workspace), escape=False)]
+            out += _skill_paths(paths, _child_bindings(parent, extra), lambda *key: str(path))
+        except ManifestError:  # an unknown variable
+            continue
+    return out
+
+
+def _child_bindings(parent: Bindings, extra_roots: list[Path]) -> Bindings:
+    values = parent.values
+    return Bindings.for_workspace(parent.workspace, extra_roots=extra_roots, ad_hoc=[Path(p) for p in values.get("ad-hoc", ())],
+                                  user_data=next((Path(p) for p in values.get("user-data", ())), None))
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _links_on(path: str) -> list[str]:
+    """The symbolic links met on the way to `path`, as the kernel walks it, each by its resolved parent."""
+    links: list[str] = []
+    todo, cur = (path if os.path.isabs(path) else os.path.join(os.getcwd(), path)).split("/")[::-1], "/"
+    while todo and len(links) <= 40:  # the kernel's own bound on links in one lookup
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            cur = os.path.dirname(cur)
+            continue
+        cand = os.path.join(cur, part)
+        try:
+            target = os.readlink(cand)
+        except OSError:  # not a link, or missing: the rest is taken as written
+            cur = cand
+            continue
+        links.append(cand)
+        cur = "/" if target.startswith("/") else cur
+        todo += target.split("/")[::-1]
+    return links
+
+
+def _entries(directory: Path) -> list[str]:
+    try:
+        return [e for e in os.listdir(directory) if not e.startswith(".")]  # hidden folders are not skills
+    except OSError:
+        return []
+
+
+def skill_files(skill_dirs: Sequence[str | Path]) -> tuple[Path, ...]:
     """The skill directories of `skills.paths`, each whole (rule 5), whether `skill` is enabled or not.
 
     What a skill says reaches the system prompt of every later session, and its body the model as
     instructions: one the agent could write or add would steer the sessions after it as the agent
-    chose, not as the manifest's author did.
+    chose, not as the manifest's author did. A skill is read from where symbolic links lead (a skill
+    directory named through one, a skill folder or SKILL.md that is one): those places are protected
+    too, and so is every link on the way outside a skill directory, which a command could point elsewhere
+    (the sandbox cannot keep a link read-only, so it refuses to run, ENV-7).
     """
-    return tuple(dict.fromkeys(skill_dirs))
+    dirs = list(dict.fromkeys(Path(os.path.realpath(d)) for d in skill_dirs))
+    ways = [os.fspath(d) for d in skill_dirs]
+    ways += [os.path.join(d, e, leaf) for d in dirs for e in _entries(d) for leaf in ("", "SKILL.md")]
+    found = [Path(os.path.realpath(w)) for w in ways] + [Path(link) for w in ways for link in _links_on(w)]
+    return tuple(dict.fromkeys([*dirs, *(p for p in found if not any(p == d or d in p.parents for d in dirs))]))
 
 
 def reachable_runtime(effective: EffectiveCapabilities) -> tuple[Path, ...]:
@@ -388,10 +464,18 @@ def compile_manifest(
     _check_watchdog(spec, at)
     _check_mcp(spec, at)
     base = source.parent if source else (bindings.workspace or Path.cwd())
-    protected = tuple(Path(os.path.realpath(p)) for p in ([source] if source else []) + list(extra_protected))
+    written = ([source] if source else []) + list(extra_protected)
+    protected = tuple(Path(os.path.realpath(p)) for p in written)
+    # A link on the way, which a command could point elsewhere, would choose what the next compile reads.
+    written += [base / rel for rel in spec.agents.values()]
+    protected += tuple(Path(link) for p in written for link in _links_on(os.fspath(p)))
     agents = _agents(spec, base)
-    skill_dirs = _skill_dirs(spec, bindings, at)
-    protected += agent_files(agents) + skill_files(skill_dirs) + reachable_runtime(effective)
+    skill_paths = _skill_paths(spec.skills.paths, bindings, at)
+    skill_dirs = tuple(Path(os.path.realpath(p)) for p in skill_paths)
+    subagents = agent_files(agents)
+    # A named child's skills reach its prompt as the parent's reach the parent's: protected here too.
+    skill_paths += agent_skill_paths(subagents, bindings)
+    protected = tuple(dict.fromkeys(protected + subagents + skill_files(skill_paths) + reachable_runtime(effective)))
     return CompiledManifest(
         name=spec.name,
         spec=spec,
@@ -420,6 +504,8 @@ def _shell_tools(spec: ManifestSpec, catalog: ToolCatalog) -> tuple[str, ...]:
 def load_manifest(path: Path, *, workspace: Path | None, catalog: ToolCatalog, **kwargs: Any) -> CompiledManifest:
     """Read, validate and compile the manifest file at `path` (see `compile_manifest`)."""
     spec = read_manifest_spec(Path(path))
+    # The path as given too: a link on the way to the file is protected with it (compile_manifest).
+    kwargs["extra_protected"] = [*kwargs.get("extra_protected", ()), Path(path)]
     return compile_manifest(spec, workspace=workspace, catalog=catalog, source=Path(os.path.realpath(path)), **kwargs)
 
 
