@@ -356,3 +356,27 @@ def test_the_reference_example_compiles(tmp_path: Path) -> None:
     (tmp_path / "m.yaml").write_text(example_yaml())
     r = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_manifest_check_names_the_mcp_server_code_fs_write_reaches(tmp_path: Path) -> None:
+    """A stdio server that runs a script of the workspace runs what the agent may have rewritten, at its next
+    start and with its own grant: advice naming the deny that keeps it out of reach (outside ENV-7)."""
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "tools" / "server.py").write_text("print('serving')\n")
+    (ws / "run-server").write_text("#!/bin/sh\n")
+    base = ("name: m\ntools: [write]\nrequires:\n  fs: {{write: ['{{workspace}}/**']}}\nmcp:\n"
+            "  local: {{command: python3, args: [tools/server.py, --port, '8080']}}\n"
+            "  direct: {{command: ./run-server}}\n  pkg: {{command: npx, args: ['-y', some-package]}}\n"
+            "rules:\n{rules}  - {{permission: '*', pattern: '*', action: allow}}\n")
+    (tmp_path / "m.yaml").write_text(base.format(rules=""))
+    warnings = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path).stderr.splitlines()
+    local = [w for w in warnings if "mcp.local" in w]
+    assert len(local) == 1 and f"runs {(ws / 'tools' / 'server.py').resolve()}" in local[0]
+    assert '{permission: fs.write, pattern: "{workspace}/tools/**", action: deny}' in local[0]
+    assert len([w for w in warnings if "mcp.direct" in w and "run-server" in w]) == 1
+    assert not [w for w in warnings if "mcp.pkg" in w]  # nothing of the workspace
+    # With the deny the warning names, the script is out of reach: nothing more to say about it.
+    (tmp_path / "m.yaml").write_text(base.format(rules="  - {permission: fs.write, pattern: '{workspace}/tools/**', action: deny}\n"))
+    warnings = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path).stderr.splitlines()
+    assert not [w for w in warnings if "mcp.local" in w] and [w for w in warnings if "mcp.direct" in w]

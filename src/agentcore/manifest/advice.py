@@ -42,6 +42,7 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _links_in_reach(manifest)
     out += _environments_in_reach(manifest)
     out += _path_dirs_in_reach(manifest)
+    out += _mcp_code_in_reach(manifest, at)
     out += _home_in_reach(manifest, at)
     return out
 
@@ -78,6 +79,33 @@ def _path_dirs_in_reach(manifest: CompiledManifest) -> list[str]:
             out.append(f"{envrc} puts {d} on PATH and requires.fs.write reaches it: a program the agent writes there runs "
                        f"when you type its name in that project (outside ENV-7); add the rule "
                        f"{{permission: fs.write, pattern: {json.dumps(_deny_pattern(d, manifest))}, action: deny}} to keep it out of reach")
+    return out
+
+
+def _mcp_code_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
+    """Files a stdio MCP server runs (its program, and the arguments that name an existing file) that `fs.write`
+    reaches and no write deny keeps out: a command could change what the server does at its next start, with
+    the server's own grant, which no rule judges action by action. The user chose to run them (outside ENV-7),
+    so this is advice, as for `.envrc` PATH directories."""
+    from ..rules.evaluator import RuleEvaluator, Subject
+
+    rules = RuleEvaluator(manifest.rules)
+    out = []
+    for name, server in manifest.mcp_servers.items():
+        spec = server.spec
+        if spec.command is None:
+            continue
+        base = os.fspath(manifest.workspace or os.getcwd())  # where a relative argument is looked up (MCP-5's usual cwd)
+        words = ([spec.command] if "/" in spec.command else []) + list(spec.args)
+        for path in dict.fromkeys(os.path.realpath(os.path.join(base, w)) for w in words if w and not w.startswith("-")):
+            if not os.path.isfile(path) or not manifest.effective.can_write(path):
+                continue
+            if rules.evaluate(Subject("bash", "fs.write", "path", path)).action == "deny":
+                continue
+            d = os.path.dirname(path)
+            out.append(f"{at('mcp', name)}: the server runs {path}, which requires.fs.write reaches: a command could change what "
+                       "the server does at its next start (with the server's own grant); keep its code out of reach, outside "
+                       f"fs.write or with the rule {{permission: fs.write, pattern: {json.dumps(_deny_pattern(d, manifest))}, action: deny}}")
     return out
 
 
