@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentcore.api import Engine, load_manifest
 from agentcore.tools.skill import available_skills, split_front_matter, wrap
@@ -268,3 +270,47 @@ def test_manifest_check_says_when_fs_write_reaches_a_link_on_the_way_to_a_skill(
     for extra in ({**write_all, "tools": ["skill"]}, {**write_all, "requires": {**write_all["requires"], "fs": {"write": ["{workspace}/real/**"]}}}):
         engine = make_engine(tmp_path, ["skills"], extra=extra)
         assert not [w for w in manifest_warnings(engine.manifest, default_catalog()) if "symbolic link" in w]
+
+
+_NAMES = ["a", "b", "c"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tree=st.lists(st.tuples(st.sampled_from(["dir", "file", "link"]), st.lists(st.sampled_from(_NAMES), min_size=1, max_size=3),
+                            st.lists(st.sampled_from([*_NAMES, "..", ".", "/"]), min_size=1, max_size=4)), max_size=12),
+    probe=st.lists(st.sampled_from([*_NAMES, "..", "."]), min_size=1, max_size=6),
+)
+def test_the_links_on_the_way_are_the_ones_the_kernel_walk_follows(tmp_path_factory: pytest.TempPathFactory, tree: Any, probe: list[str]) -> None:
+    """`_links_on` (rule 5 protects what it returns: a link a command could repoint) names exactly the symbolic
+    links that resolving the path follows, each by its resolved parent: the oracle is `os.path.realpath`,
+    watched as it reads each link, on random trees of directories, files and (dangling, looping,
+    absolute, relative) links."""
+    from agentcore.manifest.compiled import _links_on
+
+    root = os.path.realpath(tmp_path_factory.mktemp("links"))
+    for kind, parts, target in tree:
+        where = os.path.join(root, *parts)
+        if os.path.lexists(where) or not os.path.isdir(os.path.dirname(where)):
+            continue
+        if kind == "dir":
+            os.mkdir(where)
+        elif kind == "file":
+            Path(where).write_text("x")
+        else:  # "/" starts an absolute target inside the tree
+            text = "/".join(t for t in target if t != "/")
+            os.symlink(os.path.join(root, text) if target[0] == "/" else (text or "."), where)
+    path = os.path.join(root, *probe)
+    followed: set[str] = set()
+    real_readlink = os.readlink
+
+    def watched(p: Any, *args: Any, **kwargs: Any) -> Any:
+        followed.add(os.fspath(p))
+        return real_readlink(p, *args, **kwargs)
+
+    os.readlink = watched  # type: ignore[assignment]
+    try:
+        os.path.realpath(path)
+    finally:
+        os.readlink = real_readlink  # type: ignore[assignment]
+    assert set(_links_on(path)) == followed
