@@ -58,6 +58,14 @@ class Bindings:
         roots = self.values.get("workspace", ())
         return Path(roots[0]) if roots else None
 
+    @property
+    def ad_hoc(self) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in self.values.get("ad-hoc", ()))
+
+    @property
+    def user_data(self) -> Path | None:
+        return next((Path(p) for p in self.values.get("user-data", ())), None)
+
 
 def variables_in(pattern: str) -> list[str]:
     return _VAR.findall(pattern)

@@ -90,12 +90,12 @@ def _mcp_code_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
     from ..rules.evaluator import RuleEvaluator, Subject
 
     rules = RuleEvaluator(manifest.rules)
+    base = os.fspath(manifest.workspace or os.getcwd())  # where a relative argument is looked up (MCP-5's usual cwd)
     out = []
     for name, server in manifest.mcp_servers.items():
         spec = server.spec
         if spec.command is None:
             continue
-        base = os.fspath(manifest.workspace or os.getcwd())  # where a relative argument is looked up (MCP-5's usual cwd)
         words = ([spec.command] if "/" in spec.command else []) + list(spec.args)
         for path in dict.fromkeys(os.path.realpath(os.path.join(base, w)) for w in words if w and not w.startswith("-")):
             if not os.path.isfile(path) or not manifest.effective.can_write(path):

@@ -196,13 +196,14 @@ def _dedupe(items: Iterable[Any], key: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _bindings(spec: ManifestSpec, workspace: Path | None, source: Path | None, at: Locate, ad_hoc: Sequence[Path], user_data: Path | None) -> Bindings:
+def _bindings(roots: Sequence[str], workspace: Path | None, source: Path | None, at: Locate, ad_hoc: Sequence[Path], user_data: Path | None) -> Bindings:
+    """The variables of a manifest with `roots` (its `roots:` key) read from `source` (a path), for `workspace`."""
     ws = Path(os.path.realpath(workspace)) if workspace else None
     roots_bindings = Bindings.for_workspace(ws)
     base = source.parent if source else (ws or Path.cwd())
     extra_roots = [
         Path(os.path.realpath(os.path.join(base, text)))
-        for i, raw in enumerate(spec.roots)
+        for i, raw in enumerate(roots)
         for text in expand(raw, roots_bindings, escape=False, where=at("roots", i))
     ]
     return Bindings.for_workspace(
@@ -360,20 +361,14 @@ def agent_skill_paths(files: Iterable[Path], parent: Bindings) -> list[str]:
         if not isinstance(data, dict):
             continue
         skills = data.get("skills")
-        paths, roots = _strings(skills.get("paths") if isinstance(skills, dict) else None), _strings(data.get("roots"))
+        paths = _strings(skills.get("paths") if isinstance(skills, dict) else None)
+        at = lambda *key: str(path)  # noqa: E731 - where an unknown variable is reported (it is skipped here)
         try:
-            extra = [Path(os.path.realpath(os.path.join(path.parent, t)))
-                     for r in roots for t in expand(r, Bindings.for_workspace(parent.workspace), escape=False)]
-            out += _skill_paths(paths, _child_bindings(parent, extra), lambda *key: str(path))
+            child = _bindings(_strings(data.get("roots")), parent.workspace, path, at, parent.ad_hoc, parent.user_data)
+            out += _skill_paths(paths, child, at)
         except ManifestError:  # an unknown variable
             continue
     return out
-
-
-def _child_bindings(parent: Bindings, extra_roots: list[Path]) -> Bindings:
-    values = parent.values
-    return Bindings.for_workspace(parent.workspace, extra_roots=extra_roots, ad_hoc=[Path(p) for p in values.get("ad-hoc", ())],
-                                  user_data=next((Path(p) for p in values.get("user-data", ())), None))
 
 
 def _strings(value: Any) -> list[str]:
@@ -449,7 +444,7 @@ def compile_manifest(
 ) -> CompiledManifest:
     """Expand variables, check names against `catalog`, compute the effective set and compile the rules."""
     at = locator(spec, str(source) if source else spec.name)
-    bindings = _bindings(spec, workspace, source, at, ad_hoc, user_data)
+    bindings = _bindings(spec.roots, workspace, source, at, ad_hoc, user_data)
     _check_tools(spec, catalog, at)
     effective, mcp_servers = _effective(spec, catalog, bindings, at)
     rules = [

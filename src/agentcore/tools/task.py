@@ -19,7 +19,6 @@ call then fails with "aborted by parent".
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ManifestError, ToolFailure
@@ -44,11 +43,9 @@ def _child_manifest(name: str | None, runtime: Any) -> "CompiledManifest":
         raise ToolFailure("unknown_agent", f"no subagent has that name; available subagents: {known}")
     # The child's variables mean what the parent's do (its ad-hoc files, its user-data directory): without
     # them a child pattern on `{user-data}` would expand to nothing and the child lose what both grant.
-    values = parent.bindings.values
     try:
         child = load_manifest(path, workspace=parent.workspace, catalog=runtime.registry,
-                              ad_hoc=[Path(p) for p in values.get("ad-hoc", ())],
-                              user_data=next((Path(p) for p in values.get("user-data", ())), None))
+                              ad_hoc=parent.bindings.ad_hoc, user_data=parent.bindings.user_data)
     except ManifestError as exc:
         raise ToolFailure("agent_invalid", f"the manifest of subagent {name!r} cannot be used: {exc}") from None
     return intersect(parent, child)

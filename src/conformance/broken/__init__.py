@@ -372,32 +372,32 @@ class WritesProtected(AgentcoreHarness):
         return env
 
 
-class SubagentsUnprotected(AgentcoreHarness):
+class _CompiledWithout(AgentcoreHarness):
+    """Compiles with one of the manifest compiler's rule-5 collectors (`hidden`) finding nothing."""
+
+    hidden = ""
+
+    async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
+        from agentcore.manifest import compiled
+
+        real = getattr(compiled, self.hidden)
+        setattr(compiled, self.hidden, lambda *_args: ())
+        try:
+            return await super().op_compile(req)
+        finally:
+            setattr(compiled, self.hidden, real)
+
+
+class SubagentsUnprotected(_CompiledWithout):
     """Only the agent's own manifest is protected, not the subagent manifests its `agents` map names."""
 
-    async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
-        from agentcore.manifest import compiled
-
-        real = compiled.agent_files
-        compiled.agent_files = lambda agents: ()  # type: ignore[assignment]
-        try:
-            return await super().op_compile(req)
-        finally:
-            compiled.agent_files = real  # type: ignore[assignment]
+    hidden = "agent_files"
 
 
-class SkillsUnprotected(AgentcoreHarness):
+class SkillsUnprotected(_CompiledWithout):
     """The skill directories of `skills.paths` are writable like any other path of fs.write (ENV-7 rule 5)."""
 
-    async def op_compile(self, req: dict[str, Any]) -> dict[str, Any]:
-        from agentcore.manifest import compiled
-
-        real = compiled.skill_files
-        compiled.skill_files = lambda skill_dirs: ()  # type: ignore[assignment]
-        try:
-            return await super().op_compile(req)
-        finally:
-            compiled.skill_files = real  # type: ignore[assignment]
+    hidden = "skill_files"
 
 
 class ToolsGrantScope(AgentcoreHarness):
