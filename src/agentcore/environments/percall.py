@@ -105,8 +105,7 @@ async def run_guarded(environment: Any, policy: Any, manifest: Any, run: Run) ->
     """
     prepared = await walk("prepare", policy.write_roots, prepare, policy, manifest)
     if getattr(environment, "name", None) != "bwrap":
-        # Nothing mounts placeholders there: an empty `.git` the command made is its own, not a mount point.
-        prepared = dataclasses.replace(prepared, placeholders=())
+        prepared = callguard.unmounted(prepared)
     started = time.perf_counter()
     try:
         outcome = await run(prepared.policy)

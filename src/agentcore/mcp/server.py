@@ -291,13 +291,17 @@ class ServerConnection:
         return await stack.enter_async_context(process_streams(proc, max_message_bytes=MAX_MESSAGE_BYTES, on_broken=self._break))
 
     async def _observe(self) -> Any:
+        """The protected state now, for the next sweep to compare with. What the sandbox holds read-only
+        was fixed when the server started: every later look keeps that first one's `held`."""
         import dataclasses
 
         from ..environments import callguard
 
         prepared = await anyio.to_thread.run_sync(callguard.prepare, self._guarded, self._manifest.workspace_roots)
-        if self.environment != "bwrap":  # nothing mounts placeholders there
-            prepared = dataclasses.replace(prepared, placeholders=())
+        if self.environment != "bwrap":
+            return callguard.unmounted(prepared)
+        if self._prepared is not None:
+            prepared = dataclasses.replace(prepared, held=self._prepared.held)
         return prepared
 
     async def _sweep_while_running(self) -> None:
