@@ -156,6 +156,39 @@ async def test_what_the_user_changes_in_a_protected_entry_while_a_server_runs_is
     await session.stores.tool_source.aclose()
 
 
+async def test_a_link_on_the_way_to_a_skill_in_a_servers_reach_stops_it_and_manifest_check_says_so(var_ws: Path) -> None:
+    """ENV-7 rule 5: a symbolic link on the way to a skill directory that a stdio server may write could be
+    repointed by that server, and no mount keeps a link read-only: the server does not start, and
+    `manifest check` says why before a session finds out."""
+    from agentcore.api import default_catalog
+    from agentcore.manifest.advice import manifest_warnings
+
+    (var_ws / "real" / "pdf").mkdir(parents=True)
+    (var_ws / "real" / "pdf" / "SKILL.md").write_text("---\nname: pdf\ndescription: Does things.\n---\nStep 1.\n")
+    (var_ws / "skills").symlink_to("real")
+    data = manifest({"demo": server(write=["{workspace}/**"])}, tools=["skill"], skills={"paths": ["skills"]},
+                    requires={"fs": {"read": ["{workspace}/**"]}})
+    compiled = compile_manifest(data, workspace=var_ws)
+    [warning] = [w for w in manifest_warnings(compiled, default_catalog()) if "symbolic link" in w]
+    assert "the MCP server demo cannot start" in warning and "no command can run" not in warning
+    engine = Engine(compiled, watchdog=AllowAllWatchdog())
+    with engine.open_session() as session:
+        [status] = await engine.mcp_status(session)
+    await session.stores.tool_source.aclose()
+    assert status["state"] != "ready" and "symbolic link" in json.dumps(status), status
+    assert (var_ws / "skills").readlink() == Path("real")
+    # Out of the server's reach (its grant elsewhere): nothing to say, and it starts.
+    data["mcp"] = {"demo": server(write=["{workspace}/out/**"])}
+    (var_ws / "out").mkdir()
+    compiled = compile_manifest(data, workspace=var_ws)
+    assert not [w for w in manifest_warnings(compiled, default_catalog()) if "symbolic link" in w]
+    engine = Engine(compiled, watchdog=AllowAllWatchdog())
+    with engine.open_session() as session:
+        [status] = await engine.mcp_status(session)
+    await session.stores.tool_source.aclose()
+    assert status["state"] == "ready", status
+
+
 @pytest.fixture
 def web() -> Iterator[RecordingServer]:
     srv = RecordingServer({"/hello": Reply(200, {"Content-Type": "text/plain"}, b"hello from the host")})

@@ -174,14 +174,24 @@ def _skills_in_reach(manifest: CompiledManifest, at: Locate) -> list[str]:
 
 
 def _links_in_reach(manifest: CompiledManifest) -> list[str]:
-    """A symbolic link on the way to a file of rule 5 (a skill, the manifest, a subagent's) that fs.write reaches:
-    a command could point it elsewhere and the sandbox cannot keep a link read-only, so every command is refused."""
-    if not manifest.shell_tools:
-        return []
-    links = [os.fspath(p) for p in manifest.protected_files if os.path.islink(p) and manifest.effective.can_write(os.fspath(p))]
-    return [f"requires.fs.write reaches the symbolic link {link} on the way to a skill, the manifest or a subagent's manifest "
-            "(ENV-7 rule 5): the sandbox cannot keep it read-only, so no command can run; put what it leads to in its place"
-            for link in links]
+    """A symbolic link on the way to a file of rule 5 (a skill, the manifest, a subagent's) that a sandbox's
+    fs.write reaches: a command or a stdio MCP server could point it elsewhere and the sandbox cannot keep a
+    link read-only, so every command is refused and such a server does not start."""
+    links = [os.fspath(p) for p in manifest.protected_files if os.path.islink(p)]
+    out = []
+    for link in links:
+        who = ["no command can run"] if manifest.shell_tools and manifest.effective.can_write(link) else []
+        who += [f"the MCP server {name} cannot start" for name, server in manifest.mcp_servers.items()
+                if server.spec.command is not None and server.grant.can_write(link)]
+        if who:
+            out.append(f"requires.fs.write reaches the symbolic link {link} on the way to a skill, the manifest or a subagent's "
+                       f"manifest (ENV-7 rule 5): the sandbox cannot keep it read-only, so {_both(who)}; put what it leads to "
+                       "in its place")
+    return out
+
+
+def _both(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:
