@@ -295,6 +295,34 @@ def test_manifest_check_warns_about_what_will_not_work(tmp_path: Path) -> None:
     assert doc["warnings"] == warnings
 
 
+def test_manifest_check_compiles_the_named_subagents_as_task_would(tmp_path: Path) -> None:
+    """A subagent `task` would refuse (`agent_invalid`) is said now, with the child's own file:line: key
+    error; one that cannot even be read names no skill directories, which rule 5 then cannot protect."""
+    agents = tmp_path / "ws" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "good.yaml").write_text("name: good\ntools: [read]\nrequires: {fs: {read: ['{user-data}/**']}}\n")
+    (agents / "typo.yaml").write_text("name: typo\ntools: [reed]\n")
+    (agents / "broken.yaml").write_text("name: broken\ntools: [read\n")
+    head = "name: p\ntools: [read, write, task]\nrequires: {fs: {read: ['{workspace}/**'], write: ['{workspace}/**']}}\n"
+    (tmp_path / "m.yaml").write_text(head + "agents:\n  good: ws/agents/good.yaml\n  typo: ws/agents/typo.yaml\n"
+                                     "  broken: ws/agents/broken.yaml\n  missing: ws/agents/missing.yaml\n")
+    r = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    warnings = [line.removeprefix("warning: ") for line in r.stderr.splitlines()]
+    unknown = "the skill directories and subagents it would name are unknown"
+    [typo] = [w for w in warnings if w.startswith("m.yaml:6: agents.typo: task refuses the subagent typo (agent_invalid): ")]
+    assert typo.endswith("typo.yaml:2: tools.0: unknown tool 'reed' (did you mean 'read'?)")
+    [broken] = [w for w in warnings if w.startswith("m.yaml:7: agents.broken: task refuses")]
+    [missing] = [w for w in warnings if w.startswith("m.yaml:8: agents.missing: task refuses")]
+    assert "invalid YAML" in broken and unknown in broken and unknown in missing
+    assert not [w for w in warnings if "agents.good" in w]  # compiled with the parent's bindings, {user-data} included
+    # Without fs.write nothing the agent does could plant those skills: the refusal alone is said.
+    (tmp_path / "m.yaml").write_text(head.replace(", write: ['{workspace}/**']", "").replace(", write,", ",")
+                                     + "agents:\n  broken: ws/agents/broken.yaml\n")
+    [only] = run("manifest", "check", "m.yaml", "--workspace", "ws", cwd=tmp_path).stderr.splitlines()
+    assert "task refuses the subagent broken" in only and unknown not in only
+
+
 def test_a_manifest_that_uses_what_it_grants_has_no_warnings(proj: tuple[Path, Path]) -> None:
     ws, m = proj
     r = run("manifest", "check", str(m), "--workspace", str(ws), "--strict")

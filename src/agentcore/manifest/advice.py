@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Iterable
 
 from ..patterns.globtext import glob_escape
@@ -37,6 +38,7 @@ def manifest_warnings(manifest: CompiledManifest, catalog: ToolCatalog) -> list[
     out += _unused_grants(manifest, catalog, used, enabled, at)
     out += _unused_named(manifest, used, at)
     out += _rules_for_disabled_tools(manifest, catalog, enabled, at)
+    out += _unusable_agents(manifest, catalog, at)
     out += _runtime_in_reach(manifest)
     out += _skills_in_reach(manifest, at)
     out += _links_in_reach(manifest)
@@ -192,6 +194,42 @@ def _links_in_reach(manifest: CompiledManifest) -> list[str]:
 
 def _both(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _unusable_agents(manifest: CompiledManifest, catalog: ToolCatalog, at: Locate) -> list[str]:
+    """Named subagents whose manifest `task` would refuse (`agent_invalid`), compiled here as `task` compiles them,
+    so the author learns it now and not when a session first delegates. One that cannot even be parsed names
+    no skill directories and no subagents of its own: rule 5 cannot protect those until it is fixed."""
+    from ..errors import ManifestError
+    from .compiled import load_manifest
+
+    out = []
+    for name, path in manifest.agents.items():
+        try:
+            load_manifest(path, workspace=manifest.workspace, catalog=catalog,
+                          ad_hoc=manifest.bindings.ad_hoc, user_data=manifest.bindings.user_data)
+            continue
+        except ManifestError as exc:
+            problem = str(exc)
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = f"{path}: cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+        unknown = ""
+        if manifest.effective.fs_write and not _parses(path):
+            unknown = ("; until it can be read, the skill directories and subagents it would name are unknown, "
+                       "so nothing keeps them out of fs.write's reach (ENV-7 rule 5)")
+        out.append(f"{at('agents', name)}: task refuses the subagent {name} (agent_invalid): {problem}{unknown}")
+    return out
+
+
+def _parses(path: Path) -> bool:
+    from ..errors import ManifestError
+    from .loader import parse_document
+
+    try:
+        parse_document(path.read_text(encoding="utf-8"), path)
+    except (OSError, UnicodeDecodeError, ManifestError):
+        return False
+    return True
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:
