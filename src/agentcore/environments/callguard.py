@@ -15,8 +15,9 @@
    writable root, each workspace root and its writable ancestors; a
    submodule directory without its `.git` stays as it is;
 4. after the command `guard.sweep` removes what it left that is protected,
-   except where the sandbox kept an existing entry read-only (`held`): a
-   change there was made outside the sandbox, by the user, and is theirs.
+   except where the sandbox kept an existing entry read-only (`held`, each
+   inode kept open by `pin` meanwhile): a change there was made outside the
+   sandbox, by the user, and is theirs.
 
 A configuration that cannot be read fails the call before anything runs.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class Prepared:
     walk_bounded: int = 0  # writable directories the per-call walk's bounds left unlisted: read-only for this call
     # Existing protected entries the sandbox mounts read-only, by path, with their (dev, ino) now: nothing
     # the command does can change them or anything beneath them while they are that inode. Empty for an
-    # environment that mounts nothing (`unmounted`).
+    # environment that mounts nothing (`unmounted`). Trusted only once `pin` keeps each inode open.
     held: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
@@ -148,34 +149,83 @@ def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Pre
                   if realpath(os.fspath(r)) not in protected_roots and protected_reason(realpath(os.fspath(r)), named) is None)
     new = dataclasses.replace(policy, write_roots=roots, protected=tuple(Path(p) for p in protected), env=env)
     observation = guard.with_extras(obs, extras)
-    return Prepared(new, observation, placeholders, held=_held(observation, protected, [os.fspath(r) for r in roots]))
+    return Prepared(new, observation, placeholders, held=_held(protected, [os.fspath(r) for r in roots]))
 
 
-def _held(obs: guard.Observation, protected: Sequence[str], write_roots: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """The existing protected entries (recorded ones and extras) at or beneath a path the sandbox mounts
-    read-only, with their identity. bwrap binds every existing protected path inside a writable root (never
-    one that is a writable root) read-only and pins each directory above it, so only something outside the
-    sandbox can change what lies there; replacing the entry itself from outside detaches the mount, which
-    the sweep sees as another inode."""
-    kept = {p for p in protected if _inside(p, write_roots) and p not in write_roots}
+def _held(protected: Sequence[str], write_roots: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """The existing protected paths the sandbox mounts read-only, with their identity: those in a writable
+    root (never one that is a writable root), outermost only, as bwrap binds them. It pins each directory
+    above them, so only something outside the sandbox can change what lies there; replacing such a path
+    from outside detaches its mount, which the sweep sees as another inode. Beneath one, the mount is what
+    keeps things read-only, so its own identity is the one that counts."""
+    kept = [p for p in protected if _inside(p, write_roots) and p not in write_roots]
     held: dict[str, tuple[int, int]] = {}
-    for path, entry in obs.entries():
-        if _at_or_under(path, kept):
-            held[path] = (entry.ident[0], entry.ident[1])
-    for path, st in obs.extras.items():
-        if st is not None and _at_or_under(path, kept):
-            held[path] = (st.st_dev, st.st_ino)
+    for p in _outermost(kept):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue  # missing: a placeholder covers it, and nothing there is held
+        held[p] = (st.st_dev, st.st_ino)
     return held
 
 
-def _at_or_under(path: str, kept: set[str]) -> bool:
-    cur = path
-    while cur not in kept:
+def _outermost(paths: Sequence[str]) -> list[str]:
+    have = set(paths)
+    return [p for p in dict.fromkeys(paths) if not any(a in have for a in _ancestors(p))]
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    cur = os.path.dirname(path)
+    while True:
+        yield cur
         parent = os.path.dirname(cur)
         if parent == cur:
-            return False
+            return
         cur = parent
-    return True
+
+
+class Pins:
+    """Open descriptors on the held entries. A file system may give a freed inode's number to the next file
+    it makes (ext4 does at once): were a held entry removed or replaced from outside, the command could make
+    a file under the held (dev, ino) and the sweep would take it for the held one. While a descriptor is
+    open the inode is not freed, so its number names it alone."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+
+    def close(self) -> None:
+        while self.fds:
+            os.close(self.fds.pop())
+
+
+def pin(prepared: Prepared) -> tuple[Prepared, Pins]:
+    """`prepared` holding only the entries it keeps open now, and their descriptors (for the caller to
+    close after the last sweep that uses this `held`). One already replaced, or that cannot be opened
+    (too many open files), is not held: the sweep looks at it as at any other."""
+    pins = Pins()
+    held: dict[str, tuple[int, int]] = {}
+    try:
+        for path, ident in prepared.held.items():
+            fd = _open_path(path)
+            if fd is None:
+                continue
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != ident:
+                os.close(fd)
+                continue
+            pins.fds.append(fd)
+            held[path] = ident
+    except BaseException:
+        pins.close()
+        raise
+    return dataclasses.replace(prepared, held=held), pins
+
+
+def _open_path(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)  # no access to its content needed
+    except OSError:
+        return None
 
 
 def unmounted(prepared: Prepared) -> Prepared:

@@ -106,12 +106,16 @@ async def run_guarded(environment: Any, policy: Any, manifest: Any, run: Run) ->
     prepared = await walk("prepare", policy.write_roots, prepare, policy, manifest)
     if getattr(environment, "name", None) != "bwrap":
         prepared = callguard.unmounted(prepared)
+    prepared, pins = callguard.pin(prepared)
     started = time.perf_counter()
     try:
-        outcome = await run(prepared.policy)
+        try:
+            outcome = await run(prepared.policy)
+        finally:
+            with anyio.CancelScope(shield=True):
+                swept = await sweep(prepared, quick=time.perf_counter() - started < INLINE_SWEEP_AFTER_S)
     finally:
-        with anyio.CancelScope(shield=True):
-            swept = await sweep(prepared, quick=time.perf_counter() - started < INLINE_SWEEP_AFTER_S)
+        pins.close()  # after the sweep: until then no other file may get a held inode's number
     if swept or prepared.walk_bounded:
         outcome = dataclasses.replace(outcome, protected_removed=swept, walk_bounded=prepared.walk_bounded)
     return outcome

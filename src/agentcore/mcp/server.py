@@ -97,6 +97,7 @@ class ServerConnection:
         self._relist = False
         self._guarded: Any = None  # the sandbox policy before the guard (for re-observing its writable roots)
         self._prepared: Any = None  # the guard's last observation: what a sweep compares with (ENV-7)
+        self._pins: Any = None  # the inodes this start's sandbox holds read-only, kept open until its last sweep
         self._sweeping = anyio.Lock()  # a call's sweep and the periodic one never compare against one observation twice
 
     # -- status ---------------------------------------------------------------------------
@@ -270,6 +271,8 @@ class ServerConnection:
             if policy.write_roots:
                 # Protected entries read-only, a missing .git placeholdered; what the server makes is swept (guard).
                 self._guarded = policy
+                self._unpin()
+                self._prepared = None  # a start that failed before its process ran leaves no `held` to this one
                 self._prepared = await self._observe()
                 policy = self._prepared.policy
         except EnvironmentUnavailable as exc:
@@ -301,8 +304,14 @@ class ServerConnection:
         if self.environment != "bwrap":
             return callguard.unmounted(prepared)
         if self._prepared is not None:
-            prepared = dataclasses.replace(prepared, held=self._prepared.held)
+            return dataclasses.replace(prepared, held=self._prepared.held)
+        prepared, self._pins = callguard.pin(prepared)
         return prepared
+
+    def _unpin(self) -> None:
+        if self._pins is not None:
+            self._pins.close()
+            self._pins = None
 
     async def _sweep_while_running(self) -> None:
         """Sweep every SWEEP_EVERY_S while the process runs; a sweep that fails has broken the connection."""
@@ -352,6 +361,7 @@ class ServerConnection:
                     except guard.GuardError:
                         _log.warning("MCP server %s: protected files it created could not be removed", self.name)
                     self._prepared = None
+                    self._unpin()
         code = proc.returncode
         if self._broken_reason and code is not None and "exited" in self._broken_reason:
             self._broken_reason = f"{self._broken_reason}; exit status {code}" if code >= 0 else f"{self._broken_reason}; killed by signal {-code}"
