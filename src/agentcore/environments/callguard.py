@@ -234,6 +234,14 @@ def unmounted(prepared: Prepared) -> Prepared:
     return dataclasses.replace(prepared, placeholders=(), held={})
 
 
+def rebase(fresh: Prepared, before: Prepared, report: guard.SweepReport) -> Prepared:
+    """`fresh`, prepared after `before` was swept (`report`) while its process runs on, compared from then on
+    with what that sweep left (see `guard.rebased`). The mount points are still those the process started
+    with: `before`'s placeholders, not the paths missing now (a placeholder exists once it is mounted)."""
+    observation = guard.rebased(fresh.observation, before.observation, report)
+    return dataclasses.replace(fresh, observation=observation, placeholders=before.placeholders)
+
+
 def finish(prepared: Prepared) -> guard.SweepReport:
     """After the command: remove the protected entries it left (raises guard.GuardError when it cannot)."""
     return guard.sweep(prepared.observation, placeholders=prepared.placeholders, held=prepared.held)

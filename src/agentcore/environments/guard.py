@@ -443,6 +443,8 @@ class SweepReport:
 
     removed: int = 0  # entries removed (each counted once, with whatever was beneath it)
     failed: int = 0  # entries that could not be removed
+    # Per writable root swept: the tree as the sweep last looked at it, holding nothing protected it had to remove.
+    states: dict[str, TreeState] = field(default_factory=dict)
 
 
 def _is_placeholder(path: str, placeholders: frozenset[str]) -> bool:
@@ -589,6 +591,16 @@ def sweep(before: Observation, *, extras: Iterable[str] = (), placeholders: Iter
     return report
 
 
+def rebased(fresh: Observation, before: Observation, report: SweepReport) -> Observation:
+    """What the next sweep of a process that is still running compares with: `fresh` (a look taken after the
+    sweep, for the extras a changed configuration now names), with each swept tree as the sweep left it and
+    the extras `before` knew as they were. A fresh look alone would take in what the process made since the
+    sweep, as if it had always been there, and no later sweep would remove it."""
+    trees = tuple(report.states.get(t.root, t) if t.writable else t for t in fresh.trees)
+    extras = {p: before.extras[p] if p in before.extras else st for p, st in fresh.extras.items()}
+    return Observation(trees, extras)
+
+
 def _count(ok: bool, report: SweepReport) -> None:
     if ok:
         report.removed += 1
@@ -641,6 +653,7 @@ def _sweep_tree(tree: TreeState, ph: frozenset[str], held: _Held, report: SweepR
         doomed = [p for p in _new_or_changed(tree, state) if not _is_placeholder(p, ph) and not held(p)]
         if not doomed:
             remember(state)
+            report.states[tree.root] = state
             return
         for p in doomed:
             _count(_remove(p), report)

@@ -338,7 +338,9 @@ class ServerConnection:
             return 0
         try:
             report = await anyio.to_thread.run_sync(callguard.finish, prepared)
-            self._prepared = await self._observe()
+            # Compared from now on with what the sweep left, not with a fresh look, which would take in
+            # what the server made in between.
+            self._prepared = callguard.rebase(await self._observe(), prepared, report)
         except (guard.GuardError, EnvironmentUnavailable):
             self._break("left protected files that could not be removed")
             raise ToolFailure("unavailable", f"the sandbox could not remove protected files the MCP server {self.name} created") from None
