@@ -102,6 +102,10 @@ async def test_sessions_list_show_export_and_remove(ws: Path, tmp_path: Path) ->
         assert recorder.sessions() == []
         with pytest.raises(RecorderError):
             recorder.session(session.id)
+        # An unknown id is refused by the call itself, not later by whoever iterates (export streams).
+        for streaming in (recorder.iter_history, recorder.events, recorder.tree_events):
+            with pytest.raises(RecorderError, match="no recorded session"):
+                streaming(session.id)
 
 
 async def test_export_streams_the_history_message_by_message(ws: Path, tmp_path: Path) -> None:

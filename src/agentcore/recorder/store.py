@@ -24,7 +24,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 SCHEMA_VERSION = 1
 # Output chunks kept per call; beyond it the envelope's head (and its sidecar) hold the output.
@@ -349,8 +349,14 @@ class Recorder:
         return list(self.iter_history(session_id))
 
     def iter_history(self, session_id: str) -> Iterator[dict[str, Any]]:
-        """`history`, one message at a time: `export` writes a long session without holding all of it."""
-        self.session(session_id)  # unknown ids are an error, not an empty history
+        """`history`, one message at a time: `export` writes a long session without holding all of it.
+
+        An unknown id is an error here, not an empty history, and raised by this call, not by the first
+        `next` (which is why this is not itself a generator)."""
+        self.session(session_id)
+        return self._history_rows(session_id)
+
+    def _history_rows(self, session_id: str) -> Iterator[dict[str, Any]]:
         rows = self._db.execute(
             "SELECT m.id, m.role, p.data, p.id FROM messages m LEFT JOIN parts p ON p.message_id = m.id "
             "WHERE m.session_id=? ORDER BY m.id, p.seq", (session_id,))
@@ -369,16 +375,19 @@ class Recorder:
             yield {"role": current[1], "parts": current[2]}
 
     def events(self, session_id: str) -> Iterator[dict[str, Any]]:
-        """The session's recorded events, in order, as they were emitted (their JSON form)."""
+        """The session's recorded events, in order, as they were emitted (their JSON form); an unknown id raises now."""
         self.session(session_id)
-        for event_id, data in self._db.execute("SELECT id, data FROM events WHERE session_id=? ORDER BY id", (session_id,)):
-            yield _loaded(data, f"event {event_id}")
+        return self._loaded_events("SELECT id, data FROM events WHERE session_id=? ORDER BY id", (session_id,))
 
     def tree_events(self, session_id: str) -> Iterator[dict[str, Any]]:
-        """The events of the session and of its subagents' sessions, interleaved as they happened."""
+        """The events of the session and of its subagents' sessions, interleaved as they happened; an unknown id raises now."""
         ids = self._tree(session_id)
         marks = ",".join("?" * len(ids))
-        for event_id, data in self._db.execute(f"SELECT id, data FROM events WHERE session_id IN ({marks}) ORDER BY id", ids):
+        return self._loaded_events(f"SELECT id, data FROM events WHERE session_id IN ({marks}) ORDER BY id", ids)
+
+    def _loaded_events(self, sql: str, params: Sequence[str]) -> Iterator[dict[str, Any]]:
+        # The query runs at the first `next`, as it did when the public methods were generators themselves.
+        for event_id, data in self._db.execute(sql, params):
             yield _loaded(data, f"event {event_id}")
 
     def _tree(self, session_id: str) -> list[str]:
