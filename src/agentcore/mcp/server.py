@@ -271,9 +271,8 @@ class ServerConnection:
             if policy.write_roots:
                 # Protected entries read-only, a missing .git placeholdered; what the server makes is swept (guard).
                 self._guarded = policy
-                self._unpin()
-                self._prepared = None  # a start that failed before its process ran leaves no `held` to this one
-                self._prepared = await self._observe()
+                self._unpin()  # a start that failed before its process ran leaves nothing held to this one
+                self._prepared = await self._observe(start=True)
                 policy = self._prepared.policy
         except EnvironmentUnavailable as exc:
             raise _Fatal(f"cannot be sandboxed: {exc.reason}") from None
@@ -293,9 +292,9 @@ class ServerConnection:
             tg.start_soon(self._sweep_while_running)
         return await stack.enter_async_context(process_streams(proc, max_message_bytes=MAX_MESSAGE_BYTES, on_broken=self._break))
 
-    async def _observe(self) -> Any:
+    async def _observe(self, *, start: bool = False) -> Any:
         """The protected state now, for the next sweep to compare with. What the sandbox holds read-only
-        was fixed when the server started: every later look keeps that first one's `held`."""
+        is fixed when the server starts (`start`, which keeps those inodes open): every later look keeps it."""
         import dataclasses
 
         from ..environments import callguard
@@ -303,7 +302,7 @@ class ServerConnection:
         prepared = await anyio.to_thread.run_sync(callguard.prepare, self._guarded, self._manifest.workspace_roots)
         if self.environment != "bwrap":
             return callguard.unmounted(prepared)
-        if self._prepared is not None:
+        if not start:
             return dataclasses.replace(prepared, held=self._prepared.held)
         prepared, self._pins = callguard.pin(prepared)
         return prepared
