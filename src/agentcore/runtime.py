@@ -405,9 +405,11 @@ class ScopedFS:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
                     fh.flush()
+                    if mode is not None:
+                        # On the file we made, never by name: another process that can write this
+                        # directory may have put a symlink in its place, and chmod would follow it.
+                        os.fchmod(fh.fileno(), mode)
                     os.fsync(fh.fileno())
-                if mode is not None:
-                    os.chmod(tmp_name, mode, dir_fd=dir_fd)
                 os.rename(tmp_name, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except BaseException:
                 try:

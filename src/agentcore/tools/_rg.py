@@ -24,6 +24,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO
 
 import anyio
@@ -31,6 +32,7 @@ from anyio.lowlevel import checkpoint
 
 from ..environments.procgroup import Child, output_pipe, read_fd
 from ..errors import ToolFailure
+from ..paths import PathRefused, open_nofollow
 
 BLOCK = 1 << 20
 MAX_RECORD = 1 << 24  # a single result line longer than this is refused, not buffered
@@ -38,19 +40,49 @@ _ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
 _STDERR_KEEP = 4096
 
 
-def _spawn(argv: Sequence[str], cwd: str, stdout: int, stderr: int) -> Child:
-    return Child(
-        subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            cwd=cwd,
-            start_new_session=True,
-            close_fds=True,
-            env=_ENV,
+def _spawn(argv: Sequence[str], cwd: str, stdout: int, stderr: int, stdin: int = subprocess.DEVNULL) -> Child:
+    """Start rg in the directory `cwd` names now, reached without following a symlink.
+
+    `cwd` is a canonical path proven in scope, but rg runs on the host, outside
+    any sandbox: a chdir by name would follow a component that another process
+    swapped for a symlink since the check, and search wherever it points.
+    """
+    dir_fd = _open_cwd(cwd)
+    try:
+        return Child(
+            subprocess.Popen(
+                list(argv),
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=_fd_path(dir_fd),
+                start_new_session=True,
+                close_fds=True,
+                env=_ENV,
+            )
         )
-    )
+    finally:
+        os.close(dir_fd)  # Popen returns once rg is exec'd: its chdir is done
+
+
+def _open_cwd(cwd: str) -> int:
+    try:
+        return open_nofollow(Path(cwd), os.O_RDONLY | os.O_DIRECTORY)
+    except PathRefused as exc:
+        raise ToolFailure(exc.code, exc.message) from None
+    except FileNotFoundError:
+        raise ToolFailure("not_found", "the search root no longer exists") from None
+    except NotADirectoryError:
+        raise ToolFailure("not_a_directory", "the search root is no longer a directory") from None
+
+
+def _fd_path(fd: int) -> str:
+    """A name for exactly the directory `fd` holds: its /proc magic link, which the kernel follows to
+    that directory itself whatever was renamed or swapped since (the parent's table: open until rg runs)."""
+    path = f"/proc/{os.getpid()}/fd/{fd}"
+    if not os.path.isdir(path):  # no /proc: nothing safe to name it by
+        raise ToolFailure("unavailable", "/proc is not mounted: rg cannot be started in a proven directory")
+    return path
 
 
 async def _reap(child: Child, *, kill: bool) -> None:
@@ -85,7 +117,7 @@ def _bounded(argv: Sequence[str], limit: int) -> tuple[list[str], int]:
     return ["/bin/sh", "-c", _FSIZE_WRAPPER, "rg", str(blocks), *argv], blocks * 512
 
 
-async def rg_output(argv: Sequence[str], cwd: str, *, limit: int | None = None) -> tuple[IO[bytes], bool]:
+async def rg_output(argv: Sequence[str], cwd: str, *, limit: int | None = None, stdin: int = subprocess.DEVNULL) -> tuple[IO[bytes], bool]:
     """Run rg to completion; (its stdout, in an unnamed temporary file the caller closes, whether it was capped).
 
     With `limit` the file never grows past it (a multiple of 512 bytes at or
@@ -99,7 +131,7 @@ async def rg_output(argv: Sequence[str], cwd: str, *, limit: int | None = None) 
     if limit is not None:
         argv, cap = _bounded(argv, limit)
     try:
-        child = _spawn(argv, cwd, out.fileno(), err.fileno())
+        child = _spawn(argv, cwd, out.fileno(), err.fileno(), stdin)
         try:
             code = await child.wait()
         finally:

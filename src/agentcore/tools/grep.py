@@ -240,6 +240,8 @@ class GrepTool(Tool):
         if not is_dir and not stat.S_ISREG(os.lstat(root).st_mode):
             raise ToolFailure("not_regular", "path is neither a directory nor a regular file")  # a FIFO would block
         scope = runtime.fs.search_scope(root if is_dir else os.path.dirname(root))
+        # A file root is searched through the fd the runtime opened, never by name (`_search_file`).
+        opened = None if is_dir else _open_file(runtime, runtime.resolved["path"])
         spool = runtime.line_spool(runtime.limits.grep_matches)
         # rg's own output file is bounded too (TRUNC-9): by what the call may still write.
         limit = runtime.sidecars.room()
@@ -247,11 +249,13 @@ class GrepTool(Tool):
             if is_dir and scope.rules is None and scope.markers is not None and filt is None:
                 capped = await _search_tree(rg, base, pattern, root, spool, limit, scope)
             else:
-                capped = await self._search_listed(rg, base + ["-j1"] + pattern, root, is_dir, filt, only_name, glob_arg, scope, spool, limit)
+                capped = await self._search_listed(rg, base + ["-j1"], pattern, root, opened, filt, only_name, glob_arg, scope, spool, limit)
         except OutputCapped:
             capped = True  # the sidecar is full: the matches kept are a sorted prefix
         finally:
             spool.close()
+            if opened is not None:
+                os.close(opened)
         if capped:
             runtime.sidecars.capped = True
         data: dict[str, Any] = {"matches": list(spool.head), "total": spool.total}
@@ -265,9 +269,10 @@ class GrepTool(Tool):
     async def _search_listed(
         self,
         rg: str,
-        argv: list[str],
+        options: list[str],
+        pattern: list[str],
         root: str,
-        is_dir: bool,
+        opened: int | None,
         filt: Any,
         only_name: bool,
         glob_arg: str | None,
@@ -278,7 +283,8 @@ class GrepTool(Tool):
         # 1. The files to search: listed, filtered by `glob` (FILE-15), by the
         # watchdog's read screen and by the rules, then sorted (FILE-16). A hidden
         # or withheld file is never even opened.
-        if is_dir:
+        argv = options + pattern
+        if opened is None:
             cwd = root
             raws = await list_files_raw(rg, root, prefilter=basename_prefilter(glob_arg) if only_name and glob_arg else None)
         else:
@@ -294,7 +300,49 @@ class GrepTool(Tool):
         if not files:  # still report an invalid pattern
             await rg_run(argv + ["/dev/null"], cwd, lambda _records: None)
             return False
+        if opened is not None:
+            return await _search_file(options + pattern + [os.fsdecode(_STDIN)], cwd, opened, files[0], prefix, spool, limit)
         return await _search_batches(argv, cwd, _batches(files), prefix, spool, limit)
+
+
+def _open_file(runtime: Any, path: Any) -> int:
+    """The file root, opened by the runtime (re-checked, no symlink followed, one link only) and still a regular file."""
+    fd = runtime.fs.open_read(path)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolFailure("not_regular", "path is neither a directory nor a regular file")
+    return fd
+
+
+async def _search_file(argv: list[str], cwd: str, fd: int, name: str, prefix: str, spool: LineSpool, limit: int) -> bool:
+    """Search one opened file, `name` in `cwd`, handed to rg as its standard input (`argv` ends in `_STDIN`).
+
+    rg given a name would open it itself and follow a symlink swapped in since
+    the check; the fd is the file proven in scope, its link count included.
+    """
+    f, capped = await rg_output(argv, cwd, limit=limit, stdin=fd)
+    out = _Output(f)
+    try:
+        await out.build_index()
+        await _emit(_relabel(out.groups(sort=False), os.fsencode(name)), prefix, spool, dotted=False)
+    except OutputCapped:
+        capped = True
+    finally:
+        out.close()
+    return capped
+
+
+# The file as a path, not `-`: rg reads a path as it reads any file (its binary detection looks at a
+# different first block on a stream). The magic link reopens exactly the inode on rg's stdin.
+_STDIN = b"/proc/self/fd/0"
+
+
+def _relabel(groups: Iterator[tuple[bytes, bytes]], name: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """rg's records for its standard input (`/proc/self/fd/0\0line:text\n`...) under the file's own name."""
+    cut = len(_STDIN)
+    for path, raw in groups:
+        if path == _STDIN:
+            yield name, b"\n".join(name + rec[cut:] if rec else rec for rec in raw.split(b"\n"))
 
 
 async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, spool: LineSpool, limit: int, scope: SearchScope) -> bool:
