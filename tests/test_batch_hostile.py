@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agentcore.batch.tasks import load_tasks
 from batch_support import Lab, batch, make_lab, put, results
@@ -59,3 +60,58 @@ def test_a_lone_surrogate_in_a_models_answer_neither_hangs_the_batch_nor_fails_o
     got = results(out)
     assert got["s"]["status"] == "end_turn" and got["s"]["text"] == "half \ufffd an emoji"
     assert got["after"]["status"] == "end_turn"
+
+
+def test_a_finished_answer_with_line_separators_is_finished_on_resume(lab: Lab) -> None:
+    # json.dumps(ensure_ascii=False) writes U+2028, U+2029 and NEL raw inside strings; str.splitlines cut the
+    # result line there, so --resume saw no result for the task and ran it again (twice in its workspace).
+    put(lab.root, {"scripts/separators.yaml": '- text: "one\\u2028two\\u2029three\\x85four"\n'})
+    tasks = lab.tasks([{"id": "s", "prompt": "p", "workspace": "shared", "model": "script:scripts/separators.yaml"}])
+    out = lab.root / "out"
+    assert batch(lab, tasks, out).returncode == 0
+    assert results(out)["s"]["text"] == "one\u2028two\u2029three\x85four"
+    proc = batch(lab, tasks, out, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 task(s) already finished (--resume), 0 to run" in proc.stderr, proc.stderr
+    assert len((out / "results.jsonl").read_bytes().split(b"\n")) == 2  # one line and the final newline: not run again
+
+
+def test_a_template_holding_the_output_directory_is_copied_without_the_batchs_files(lab: Lab) -> None:
+    # A common layout: each task gets a copy of the repository ("workspace_template": "."), and the batch writes
+    # to runs/ inside it. Before the fix the copy recursed into its own destination (RecursionError killed the
+    # worker, and every other task failed with "no worker process could run it"); a copy that got through would
+    # have handed each agent the other tasks' workspaces, results and recordings.
+    put(lab.root, {"scripts/look.yaml": yaml.safe_dump([
+        {"text": "Looking.", "tool_calls": [{"tool": "glob", "args": {"pattern": "runs/**"}, "expect": {"type": "output"}}]},
+        {"text": "Done."}])})
+    tasks = lab.tasks([{"id": f"t{i}", "prompt": "p", "workspace_template": ".", "model": "script:scripts/look.yaml"} for i in range(3)])
+    out = lab.root / "runs" / "today"
+    proc = batch(lab, tasks, out, "--concurrency", "1")
+    assert proc.returncode == 0, proc.stderr
+    got = results(out)
+    assert {k: v["status"] for k, v in got.items()} == {"t0": "end_turn", "t1": "end_turn", "t2": "end_turn"}, got
+    for i in range(3):
+        copy = out / "workspaces" / f"t{i}"
+        assert (copy / "manifest.yaml").is_file() and (copy / "scripts" / "look.yaml").is_file()  # the rest of the template
+        assert not (copy / "tasks.jsonl").exists()  # the batch's own tasks file: the other tasks' prompts are not this agent's
+        assert not (copy / "runs" / "today" / "workspaces").exists()  # nobody else's copy
+        assert not any((copy / "runs" / "today" / name).exists() for name in ("results.jsonl", "sessions.db", "logs"))
+
+
+def test_a_task_working_in_place_cannot_change_what_later_tasks_start_from(lab: Lab) -> None:
+    # A task working in place in a directory that holds another task's template, or a script another task's model
+    # answers from, could plant files in every later copy or rewrite what that model does: the outcome of a
+    # template task depended on which task ran first. Both are read by the batch, like the tasks file.
+    planted = [{"tool": "write", "args": {"path": rel, "content": "planted\n"}, "expect": {"type": "error", "error_code": "protected"}}
+               for rel in ("template/README.md", "template/planted.txt", "scripts/ok.yaml")]
+    put(lab.root, {"scripts/plant.yaml": yaml.safe_dump([{"text": "Planting.", "tool_calls": planted}, {"text": "Done."}])})
+    tasks = lab.tasks([{"id": "planter", "prompt": "p", "workspace": ".", "model": "script:scripts/plant.yaml"}, lab.task("copied", "ok")])
+    ok_script = (lab.root / "scripts" / "ok.yaml").read_text()
+    out = lab.root / "out"
+    proc = batch(lab, tasks, out, "--concurrency", "1")
+    assert proc.returncode == 0, proc.stderr
+    got = results(out)
+    assert {k: v["status"] for k, v in got.items()} == {"planter": "end_turn", "copied": "end_turn"}, got
+    copy = out / "workspaces" / "copied"
+    assert (copy / "README.md").read_text() == "# inventory\n" and not (copy / "planted.txt").exists()
+    assert (lab.root / "scripts" / "ok.yaml").read_text() == ok_script

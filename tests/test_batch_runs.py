@@ -13,6 +13,7 @@ import pty
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -310,6 +311,42 @@ def test_a_worker_killed_mid_task_fails_that_task_and_the_batch_goes_on(lab: Lab
     assert got["f1"]["status"] == "end_turn" and int(got["f1"]["worker"].rsplit(":", 1)[1]) != worker  # a new worker took over
 
 
+
+def _worker_of(driver: int) -> tuple[int, Path] | None:
+    """The driver's worker process and its TMPDIR, once it has one."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) != driver:
+                continue
+            if b"agentcore.batch.worker" in (entry / "cmdline").read_bytes():
+                env = dict(v.split(b"=", 1) for v in (entry / "environ").read_bytes().split(b"\0") if b"=" in v)
+                return int(entry.name), Path(os.fsdecode(env[b"TMPDIR"]))
+        except (FileNotFoundError, ProcessLookupError, IndexError, KeyError):
+            continue
+    return None
+
+
+def test_a_worker_killed_in_its_first_task_is_replaced_and_the_other_tasks_run(lab: Lab) -> None:
+    """The out-of-memory killer taking a worker during its first task (one worker on a one-CPU runner, or
+    --concurrency 1) failed that task and every task after it ("no worker process could run it")."""
+    tasks = lab.tasks([lab.task("stuck", "hang"), lab.task("f0", "refused"), lab.task("f1", "refused")])
+    out = lab.root / "out"
+    proc = subprocess.Popen([os.fspath(AGENTCORE), "batch", os.fspath(tasks), "--manifest", os.fspath(lab.manifest), "--out", os.fspath(out),
+                             "--concurrency", "1", "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=lab.root)
+    try:
+        wait_until(lambda: _worker_of(proc.pid) is not None, "the worker")
+        worker, tmp = _worker_of(proc.pid) or (0, Path())
+        wait_until(lambda: tmp.is_dir() and any(tmp.iterdir()), "the first task's session in the worker")  # it runs "stuck"
+        os.kill(worker, signal.SIGKILL)
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+    got = results(out)
+    assert proc.returncode == 1, err
+    assert got["stuck"]["status"] == "failed" and "killed by signal 9" in got["stuck"]["error"]
+    assert {got["f0"]["status"], got["f1"]["status"]} == {"end_turn"}, err  # a new worker took over
+    assert int(got["f0"]["worker"].rsplit(":", 1)[1]) != worker
+
 def test_template_copies_keep_symlinks_as_links_and_refuse_special_files(lab: Lab) -> None:
     secret = lab.root / "outside-secret.txt"
     secret.write_text("top secret\n")
@@ -447,3 +484,24 @@ def test_a_task_cannot_forge_the_batchs_own_files(lab: Lab) -> None:
     assert not (out / "sessions.db-journal").exists()
     with Recorder(out / "sessions.db") as rec:
         assert len(rec.sessions()) == 2
+
+
+def test_workers_that_cannot_start_are_given_up_after_a_few(tmp_path: Path) -> None:
+    """The other side of replacing dead workers: a worker that dies at once every time is not started for every task."""
+    from agentcore.batch.execute import TaskSpec
+    from agentcore.batch.local import MAX_FRESH_DEATHS, LocalExecutor
+
+    class Broken(LocalExecutor):
+        def argv(self) -> list[str]:
+            return [sys.executable, "-c", "import sys; sys.exit(3)"]  # a real process that cannot serve
+
+    specs = [TaskSpec(id=f"t{i}", line=i + 1, prompt="p", manifest="m", workspace=os.fspath(tmp_path)) for i in range(10)]
+    got: dict[str, dict[str, object]] = {}
+
+    async def done(result: dict[str, object], _recording: object) -> None:
+        got[str(result["id"])] = result
+
+    anyio.run(Broken(1, log_dir=tmp_path / "logs", db_dir=None).run, specs, lambda _spec: None, done)
+    errors = [str(got[s.id]["error"]) for s in specs]
+    assert sum("exit code 3" in e for e in errors) == MAX_FRESH_DEATHS
+    assert sum(e.startswith("no worker process could run it") for e in errors) == len(specs) - MAX_FRESH_DEATHS

@@ -20,7 +20,7 @@ import stat
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import anyio
 
@@ -76,6 +76,8 @@ async def execute_task(spec: TaskSpec, db: Path | None = None) -> dict[str, Any]
         workspace = await anyio.to_thread.run_sync(prepare_workspace, spec)
     except WorkspaceError as exc:
         return _result(spec, started, t0, status="usage", error=str(exc))
+    except Exception as exc:  # a bug of ours: raised here, it would end the worker and every task it runs
+        return _result(spec, started, t0, status="failed", error=f"the task crashed: {type(exc).__name__}: {exc}")
     request = HeadlessRequest(
         manifest=Path(spec.manifest),
         workspace=workspace,
@@ -162,10 +164,27 @@ def prepare_workspace(spec: TaskSpec) -> Path:
             _remove_tree(dest)  # an interrupted attempt's copy: start again from the template
         dest.parent.mkdir(parents=True, exist_ok=True)
         # Symbolic links stay links (never followed out of the template); fifos, sockets and devices are errors.
-        shutil.copytree(template, dest, symlinks=True)
-    except (OSError, shutil.Error) as exc:
+        shutil.copytree(template, dest, symlinks=True, ignore=_leave_out(_batch_files(spec)))
+    except (OSError, shutil.Error, RecursionError) as exc:  # RecursionError: a tree nested deeper than Python recurses
         raise WorkspaceError(f"cannot copy the workspace template {template} to {dest}: {_first(exc)}") from None
     return dest
+
+
+def _batch_files(spec: TaskSpec) -> frozenset[str]:
+    """The batch's own files and the directory of the tasks' copies, resolved. A template may hold them (a
+    repository copied per task, with `--out` inside it): copied, they would hand the agent the other tasks'
+    workspaces, results and recordings, and the copy would recurse into its own destination."""
+    return frozenset(os.path.realpath(p) for p in (os.fspath(Path(spec.copy_to or "").parent), *spec.protect))
+
+
+def _leave_out(skip: frozenset[str]) -> Callable[[str, list[str]], set[str]]:
+    """A `copytree` ignore that leaves out the entries at the paths of `skip` (a link is compared as itself, not its target)."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        real = os.path.realpath(directory)
+        return {name for name in names if os.path.join(real, name) in skip}
+
+    return ignore
 
 
 def _remove_tree(path: Path) -> None:

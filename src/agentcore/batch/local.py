@@ -7,9 +7,10 @@ process runs Python on one core at a time; model-bound tasks (a real provider)
 mostly wait, and waiting is what an event loop shares well.
 
 A worker that dies (killed, out of memory, a crash in native code) fails the
-tasks it had in flight, and a new worker takes its place; a worker that dies
-before finishing any task is not replaced, so a worker that cannot start
-does not loop. Each worker's stderr goes to `OUT/logs/worker-<n>.log`.
+tasks it had in flight, and a new worker takes its place; after
+`MAX_FRESH_DEATHS` workers in a row die before finishing any task, the slot is
+not refilled, so a worker that cannot start does not loop. Each worker's
+stderr goes to `OUT/logs/worker-<n>.log`.
 Cancelling `run` (Ctrl-C) closes the workers' input, which cancels their
 tasks, and kills any worker still running after a few seconds.
 """
@@ -38,6 +39,9 @@ OnDone = Callable[[dict[str, Any], "Path | None"], Awaitable[None]]
 
 MAX_REPLY_BYTES = 256 * 1024 * 1024
 STOP_GRACE_S = 5.0
+# Workers of one slot that may die in a row before finishing a task. One is not enough: a first task that gets its
+# worker killed (out of memory) would fail every task after it, with one worker on a one-CPU runner.
+MAX_FRESH_DEATHS = 3
 
 
 def shares(concurrency: int, processes: int) -> list[int]:
@@ -68,9 +72,11 @@ class LocalExecutor:
 
     async def _slot(self, n: int, slots: int, queue: deque[TaskSpec], on_start: OnStart, on_done: OnDone) -> None:
         """Keep one worker process busy while tasks remain, replacing it when it dies."""
+        fresh_deaths = 0
         while queue:
             finished = await _Worker(self, n, slots).drive(queue, on_start, on_done)
-            if finished == 0:
+            fresh_deaths = 0 if finished else fresh_deaths + 1
+            if fresh_deaths >= MAX_FRESH_DEATHS:
                 return
 
     def argv(self) -> list[str]:

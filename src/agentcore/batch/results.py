@@ -50,7 +50,9 @@ def read_results(path: Path) -> dict[str, dict[str, Any]]:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return out
-    for raw in text.splitlines():
+    # Lines end at "\n" only: json.dumps(ensure_ascii=False) writes U+2028, U+2029 and NEL raw inside strings (a
+    # model's answer may hold them), and str.splitlines would cut a finished task's line there, so --resume ran it again.
+    for raw in text.split("\n"):
         try:
             doc = json.loads(raw)
         except json.JSONDecodeError:

@@ -95,12 +95,13 @@ async def run_batch(config: BatchConfig, display: Display) -> BatchOutcome:
     """Run the batch; raises BatchUsageError before anything runs when it cannot start."""
     _check(config)
     tasks, manifest = _load(config)
-    flags = _model_flags(config, tasks, manifest)
+    flags, default_script = _model_flags(config, tasks, manifest)
     out = config.out.absolute()
     previous = _previous_results(config, out / RESULTS)
     done = {t.id for t in tasks.tasks if t.id in previous and is_finished(previous[t.id])}
     protect = own_files(config, out)
-    specs = [spec_for(task, config, flags, out, protect) for task in tasks.tasks if task.id not in done]
+    inputs = task_inputs(tasks, default_script)
+    specs = [spec_for(task, config, flags, out, protect, inputs) for task in tasks.tasks if task.id not in done]
     view = BatchView(tasks.path.name, tasks.tasks, {i: previous[i] for i in done}, tasks.errors)
     sink = _Sink(*_open_outputs(config, out), view, display)
     display.begin(total=len(specs), skipped=len(done), line_errors=[e.describe(tasks.path) for e in tasks.errors])
@@ -161,8 +162,9 @@ def _load(config: BatchConfig) -> tuple[TaskFile, Any]:
     return tasks, manifest
 
 
-def _model_flags(config: BatchConfig, tasks: TaskFile, manifest: Any) -> ModelFlags:
-    """The batch's model settings with the environment's folded in, and `script:` paths made absolute."""
+def _model_flags(config: BatchConfig, tasks: TaskFile, manifest: Any) -> tuple[ModelFlags, str | None]:
+    """The batch's model settings with the environment's folded in, and `script:` paths made absolute; and the
+    script the tasks without a model of their own answer from, if their model is one."""
     env = os.environ
     flags = replace(
         config.model,
@@ -170,13 +172,14 @@ def _model_flags(config: BatchConfig, tasks: TaskFile, manifest: Any) -> ModelFl
         base_url=config.model.base_url or env.get("AGENTCORE_BASE_URL") or None,
         api_key_env=config.model.api_key_env or env.get("AGENTCORE_API_KEY_ENV") or None,
     )
-    if any(t.model is None for t in tasks.tasks):
-        try:
-            resolve_model_config(manifest.spec.model, model=flags.model, base_url=flags.base_url, api_key_env=flags.api_key_env,
-                                 manifest_dir=config.manifest.absolute().parent, env={})
-        except ModelConfigError as exc:
-            raise BatchUsageError(f"{exc} (or give each task a model)") from None
-    return flags
+    if not any(t.model is None for t in tasks.tasks):
+        return flags, None
+    try:
+        default = resolve_model_config(manifest.spec.model, model=flags.model, base_url=flags.base_url, api_key_env=flags.api_key_env,
+                                       manifest_dir=config.manifest.absolute().parent, env={})
+    except ModelConfigError as exc:
+        raise BatchUsageError(f"{exc} (or give each task a model)") from None
+    return flags, default.name if default.provider == "script" else None
 
 
 def _previous_results(config: BatchConfig, results_path: Path) -> dict[str, dict[str, Any]]:
@@ -187,8 +190,10 @@ def _previous_results(config: BatchConfig, results_path: Path) -> dict[str, dict
     return {}
 
 
-def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path, protect: tuple[str, ...] = ()) -> TaskSpec:
-    """`protect`: the batch's own files (`own_files`), the same for every task."""
+def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path, protect: tuple[str, ...] = (),
+             inputs: tuple[str, ...] = ()) -> TaskSpec:
+    """`protect`: the batch's own files (`own_files`), the same for every task; `inputs`: what the tasks start from
+    (`task_inputs`), protected from the tasks working in place."""
     limits = task.limits
     return TaskSpec(
         id=task.id,
@@ -205,9 +210,19 @@ def spec_for(task: Task, config: BatchConfig, flags: ModelFlags, out: Path, prot
         timeout_s=limits.timeout_s if limits.timeout_s is not None else config.timeout_s,
         token_budget=limits.token_budget if limits.token_budget is not None else config.token_budget,
         # A task working in place may hold OUT itself: the template copies of the other tasks are not its to write
-        # (nor to replace with a link that would send later copies, and their removal, elsewhere).
-        protect=protect if task.workspace_template is not None else (*protect, os.fspath((out / "workspaces").absolute())),
+        # (nor to replace with a link that would send later copies, and their removal, elsewhere); nor the templates
+        # and scripts later tasks start from. A template task works in a copy, which may lie inside its template.
+        protect=protect if task.workspace_template is not None else (*protect, os.fspath((out / "workspaces").absolute()), *inputs),
     )
+
+
+def task_inputs(tasks: TaskFile, default_script: str | None) -> tuple[str, ...]:
+    """What the tasks start from besides the manifest: their templates and the `script:` files their models answer
+    from. A task working in place where they lie could otherwise plant files in every later task's copy, or rewrite
+    what a later task's model does, and a task's outcome would depend on which ran first."""
+    templates = [os.fspath(t.workspace_template) for t in tasks.tasks if t.workspace_template is not None]
+    scripts = [t.model.removeprefix("script:") for t in tasks.tasks if t.model and t.model.startswith("script:")]
+    return tuple(dict.fromkeys([*templates, *scripts, *([default_script] if default_script else [])]))
 
 
 def own_files(config: BatchConfig, out: Path) -> tuple[str, ...]:
