@@ -311,7 +311,6 @@ def test_a_worker_killed_mid_task_fails_that_task_and_the_batch_goes_on(lab: Lab
     assert got["f1"]["status"] == "end_turn" and int(got["f1"]["worker"].rsplit(":", 1)[1]) != worker  # a new worker took over
 
 
-
 def _worker_of(driver: int) -> tuple[int, Path] | None:
     """The driver's worker process and its TMPDIR, once it has one."""
     for entry in Path("/proc").iterdir():
@@ -346,6 +345,7 @@ def test_a_worker_killed_in_its_first_task_is_replaced_and_the_other_tasks_run(l
     assert got["stuck"]["status"] == "failed" and "killed by signal 9" in got["stuck"]["error"]
     assert {got["f0"]["status"], got["f1"]["status"]} == {"end_turn"}, err  # a new worker took over
     assert int(got["f0"]["worker"].rsplit(":", 1)[1]) != worker
+
 
 def test_template_copies_keep_symlinks_as_links_and_refuse_special_files(lab: Lab) -> None:
     secret = lab.root / "outside-secret.txt"
