@@ -282,8 +282,10 @@ class ServerConnection:
         try:
             proc = await environment.spawn([self.plan.command or "", *self.plan.args], policy, channel=channel)
         except EnvironmentUnavailable as exc:
+            self._unpin()  # no process holds those inodes: their descriptors go now, not at the next start
             raise _Fatal(f"cannot be sandboxed: {exc.reason}") from None
         except OSError as exc:
+            self._unpin()
             raise _Fatal(f"could not be started ({exc.strerror or type(exc).__name__})") from None
         self._process = proc
         stack.push_async_callback(self._close_process, proc)
