@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,28 +160,13 @@ def _held(protected: Sequence[str], write_roots: Sequence[str]) -> dict[str, tup
     keeps things read-only, so its own identity is the one that counts."""
     kept = [p for p in protected if _inside(p, write_roots) and p not in write_roots]
     held: dict[str, tuple[int, int]] = {}
-    for p in _outermost(kept):
+    for p in guard.outermost(kept):
         try:
             st = os.lstat(p)
         except OSError:
             continue  # missing: a placeholder covers it, and nothing there is held
         held[p] = (st.st_dev, st.st_ino)
     return held
-
-
-def _outermost(paths: Sequence[str]) -> list[str]:
-    have = set(paths)
-    return [p for p in dict.fromkeys(paths) if not any(a in have for a in _ancestors(p))]
-
-
-def _ancestors(path: str) -> Iterator[str]:
-    cur = os.path.dirname(path)
-    while True:
-        yield cur
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return
-        cur = parent
 
 
 class Pins:

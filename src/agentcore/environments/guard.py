@@ -491,15 +491,25 @@ def _new_or_changed(before: TreeState, after: TreeState) -> list[str]:
         for rel, ident in ent.inner:
             if was.get(rel) != ident:
                 out.append(f"{path}/{rel}")
-    return _outermost(out)
+    return outermost(out)
 
 
-def _outermost(paths: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    for p in sorted(set(paths), key=lambda x: (x.count("/"), x)):
-        if not any(p.startswith(o + "/") for o in out):
-            out.append(p)
-    return out
+def outermost(paths: Iterable[str]) -> list[str]:
+    """`paths` without those that lie beneath another of them, shallowest first. Each path's ancestors are
+    looked up in a set (not compared with every kept path): a big repository protects hundreds of entries."""
+    have = set(paths)
+    out = [p for p in have if not any(a in have for a in _ancestors(p))]
+    return sorted(out, key=lambda x: (x.count("/"), x))
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    cur = os.path.dirname(path)
+    while True:
+        yield cur
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return
+        cur = parent
 
 
 def _reopen(path: str) -> None:

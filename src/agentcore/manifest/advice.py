@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Iterable
 
 from ..patterns.globtext import glob_escape
@@ -201,35 +200,23 @@ def _unusable_agents(manifest: CompiledManifest, catalog: ToolCatalog, at: Locat
     so the author learns it now and not when a session first delegates. One that cannot even be parsed names
     no skill directories and no subagents of its own: rule 5 cannot protect those until it is fixed."""
     from ..errors import ManifestError
-    from .compiled import load_manifest
+    from .compiled import load_subagent, subagent_document
 
     out = []
     for name, path in manifest.agents.items():
         try:
-            load_manifest(path, workspace=manifest.workspace, catalog=catalog,
-                          ad_hoc=manifest.bindings.ad_hoc, user_data=manifest.bindings.user_data)
+            load_subagent(manifest, path, catalog)
             continue
         except ManifestError as exc:
             problem = str(exc)
         except (OSError, UnicodeDecodeError) as exc:
             problem = f"{path}: cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
         unknown = ""
-        if manifest.effective.fs_write and not _parses(path):
+        if manifest.effective.fs_write and subagent_document(path) is None:
             unknown = ("; until it can be read, the skill directories and subagents it would name are unknown, "
                        "so nothing keeps them out of fs.write's reach (ENV-7 rule 5)")
         out.append(f"{at('agents', name)}: task refuses the subagent {name} (agent_invalid): {problem}{unknown}")
     return out
-
-
-def _parses(path: Path) -> bool:
-    from ..errors import ManifestError
-    from .loader import parse_document
-
-    try:
-        parse_document(path.read_text(encoding="utf-8"), path)
-    except (OSError, UnicodeDecodeError, ManifestError):
-        return False
-    return True
 
 
 def _runtime_in_reach(manifest: CompiledManifest) -> list[str]:

@@ -312,8 +312,6 @@ def agent_files(agents: dict[str, Path]) -> tuple[Path, ...]:
     SUB-3). The children's own `agents` maps are read here, as text only: a file
     that cannot be read or parsed is protected all the same, and `task` refuses it.
     """
-    from .loader import parse_document  # the loader's defensive parser: no model validation needed here
-
     seen: dict[Path, None] = {}
     links: list[str] = []
     todo = list(agents.values())
@@ -324,10 +322,7 @@ def agent_files(agents: dict[str, Path]) -> tuple[Path, ...]:
         if len(seen) == MAX_AGENT_FILES:  # one left unprotected would be one the agent could rewrite
             raise CompileError(f"more than {MAX_AGENT_FILES} subagent manifests are reachable through `agents`")
         seen[path] = None
-        try:
-            data = parse_document(path.read_text(encoding="utf-8"), path)
-        except (OSError, UnicodeDecodeError, ManifestError):
-            continue
+        data = subagent_document(path)
         nested = data.get("agents") if isinstance(data, dict) else None
         if isinstance(nested, dict):
             todo += [path.parent / rel for rel in nested.values() if isinstance(rel, str)]
@@ -349,15 +344,11 @@ def agent_skill_paths(files: Iterable[Path], parent: Bindings) -> list[str]:
     """The skill directories of the subagent manifests `files`, as `task` compiles them (with the parent's bindings).
 
     Read as text, as `agent_files` reads them: what cannot be read or expanded is skipped (`task` refuses it).
+    The links `agent_files` also names are not read again: their targets are among the files.
     """
-    from .loader import parse_document
-
     out: list[str] = []
     for path in files:
-        try:
-            data = parse_document(path.read_text(encoding="utf-8"), path)
-        except (OSError, UnicodeDecodeError, ManifestError):
-            continue
+        data = None if path.is_symlink() else subagent_document(path)
         if not isinstance(data, dict):
             continue
         skills = data.get("skills")
@@ -369,6 +360,24 @@ def agent_skill_paths(files: Iterable[Path], parent: Bindings) -> list[str]:
         except ManifestError:  # an unknown variable
             continue
     return out
+
+
+def subagent_document(path: Path) -> Any:
+    """A subagent manifest read as text by the loader's defensive parser (no model validation), or None
+    when it cannot be read or parsed: rule 5 protects it all the same, and `task` refuses it."""
+    from .loader import parse_document
+
+    try:
+        return parse_document(path.read_text(encoding="utf-8"), path)
+    except (OSError, UnicodeDecodeError, ManifestError):
+        return None
+
+
+def load_subagent(parent: "CompiledManifest", path: Path, catalog: ToolCatalog) -> "CompiledManifest":
+    """A named subagent's manifest compiled as `task` runs it: the parent's workspace and the parent's
+    bindings of {ad-hoc} and {user-data} (SUB-2), so its variables mean what the parent's do."""
+    return load_manifest(path, workspace=parent.workspace, catalog=catalog,
+                         ad_hoc=parent.bindings.ad_hoc, user_data=parent.bindings.user_data)
 
 
 def _strings(value: Any) -> list[str]:

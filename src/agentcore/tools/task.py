@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ManifestError, ToolFailure
-from ..manifest.compiled import load_manifest
+from ..manifest.compiled import load_subagent
 from ..manifest.intersect import intersect
 from . import _schemas
 from .base import Tool, ToolResult
@@ -41,11 +41,8 @@ def _child_manifest(name: str | None, runtime: Any) -> "CompiledManifest":
     if path is None:
         known = ", ".join(sorted(parent.agents)) or "none"
         raise ToolFailure("unknown_agent", f"no subagent has that name; available subagents: {known}")
-    # The child's variables mean what the parent's do (its ad-hoc files, its user-data directory): without
-    # them a child pattern on `{user-data}` would expand to nothing and the child lose what both grant.
     try:
-        child = load_manifest(path, workspace=parent.workspace, catalog=runtime.registry,
-                              ad_hoc=parent.bindings.ad_hoc, user_data=parent.bindings.user_data)
+        child = load_subagent(parent, path, runtime.registry)
     except ManifestError as exc:
         raise ToolFailure("agent_invalid", f"the manifest of subagent {name!r} cannot be used: {exc}") from None
     return intersect(parent, child)
