@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from conftest import ALLOW_ALL
 from race_support import exchanging, swapping_temps
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -24,10 +25,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 ATTEMPTS = 300
 SECRET = "OUTSIDE-SECRET-needle"
 HARMLESS = "inside needle"
-# Not tested here because it is still open (the closing note says so): rg opens what lies beneath its
-# (now pinned) starting directory by relative path, so a component swapped for a symlink between its
-# listing and its open is followed. A fix has to give rg only files opened without following links, or
-# confine it to the root (Landlock, a mount namespace).
+
 
 
 @pytest.fixture
@@ -65,6 +63,12 @@ async def _race(agent: Any, tool: str, args: dict[str, Any]) -> tuple[int, int]:
         ("grep", {"pattern": "needle", "path": "sub", "glob": "*.txt"}, ("sub", ".sub-twin")),  # listed, then searched
         ("grep", {"pattern": "needle", "path": "f.txt"}, ("f.txt", ".f-twin.txt")),  # a file as the root
         ("glob", {"pattern": "**", "path": "sub"}, ("sub", ".sub-twin")),
+        # Beneath the root: rg lists the root, then opens `sub` (and files in it) by relative name, which
+        # follows the symlink swapped in between; what it reports from there must never be shown (FILE-17).
+        ("grep", {"pattern": "needle"}, ("sub", ".sub-twin")),  # the whole tree, one rg
+        ("grep", {"pattern": "needle", "glob": "**/*.txt"}, ("sub", ".sub-twin")),  # listed, then searched by name
+        ("grep", {"pattern": "needle"}, ("f.txt", ".f-twin.txt")),  # a file beneath the root
+        ("glob", {"pattern": "**"}, ("sub", ".sub-twin")),
         ("read", {"path": "f.txt"}, ("f.txt", ".f-twin.txt")),
         ("read", {"path": "sub/a.txt"}, ("sub", ".sub-twin")),
         ("edit", {"path": "sub/a.txt", "old_string": "needle", "new_string": "needle+", "replace_all": True}, ("sub", ".sub-twin")),
@@ -117,3 +121,26 @@ async def test_the_temporary_file_swapped_for_a_symlink_changes_nothing_outside(
             await agent.call(tool, args)
             assert stat.S_IMODE(os.stat(victim).st_mode) == 0o600, f"{tool} changed the mode of a file outside fs.write"
     assert victim.read_text() == "private\n"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("grep", {"pattern": "needle"}),
+        ("grep", {"pattern": "needle", "glob": "**/*.txt"}),
+        ("glob", {"pattern": "**"}),
+    ],
+)
+async def test_a_swap_inside_the_workspace_never_shows_what_a_rule_hides(
+    make_workspace: Callable[..., Path], make_agent: Callable[..., Any], tool: str, args: dict[str, Any]
+) -> None:
+    """The link points inside fs.read, at a directory a rule denies: the results name `sub/...`, which no
+    rule hides, so only the proof that rg really went through `sub` keeps the hidden lines out (FILE-11)."""
+    ws = make_workspace("ws", {"sub/a.txt": HARMLESS + "\n", "private/a.txt": SECRET + "\n", "private/secret-name.txt": SECRET + "\n"})
+    os.symlink("private", ws / ".sub-twin")
+    rules = [*ALLOW_ALL, {"permission": "read", "pattern": "{workspace}/private/**", "action": "deny"}]
+    agent = make_agent(ws, rules=rules)
+    with exchanging(ws / "sub", ws / ".sub-twin"):
+        leaked, used = await _race(agent, tool, args)
+    assert not leaked, f"{tool} showed what a rule hides through a directory swapped for a link to it"
+    assert used > 0

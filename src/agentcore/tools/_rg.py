@@ -2,7 +2,9 @@
 
 rg is our own binary with argv built here (never model-supplied flags such
 as --pre), and it never follows symlinks (no -L), so it runs directly; its
-whole process group is killed on cancellation.
+whole process group is killed on cancellation. It still opens what lies
+beneath its root by name, so a link another process swaps in while it walks
+is followed: what it reports is proven afterwards (`_settled.TreeProof`).
 
 Output is read in blocks of up to 1 MiB and split here (one C-level `split`
 per block, never one await per record), by one of two routes:
@@ -40,14 +42,17 @@ _ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
 _STDERR_KEEP = 4096
 
 
-def _spawn(argv: Sequence[str], cwd: str, stdout: int, stderr: int, stdin: int = subprocess.DEVNULL) -> Child:
-    """Start rg in the directory `cwd` names now, reached without following a symlink.
+Cwd = str | int  # a canonical directory, or a descriptor of one from `open_root`
+
+
+def _spawn(argv: Sequence[str], cwd: Cwd, stdout: int, stderr: int, stdin: int = subprocess.DEVNULL) -> Child:
+    """Start rg in the directory `cwd` names now, reached without following a symlink (or in the one it holds).
 
     `cwd` is a canonical path proven in scope, but rg runs on the host, outside
     any sandbox: a chdir by name would follow a component that another process
     swapped for a symlink since the check, and search wherever it points.
     """
-    dir_fd = _open_cwd(cwd)
+    dir_fd = cwd if isinstance(cwd, int) else open_root(cwd)
     try:
         return Child(
             subprocess.Popen(
@@ -62,10 +67,12 @@ def _spawn(argv: Sequence[str], cwd: str, stdout: int, stderr: int, stdin: int =
             )
         )
     finally:
-        os.close(dir_fd)  # Popen returns once rg is exec'd: its chdir is done
+        if not isinstance(cwd, int):
+            os.close(dir_fd)  # Popen returns once rg is exec'd: its chdir is done
 
 
-def _open_cwd(cwd: str) -> int:
+def open_root(cwd: str) -> int:
+    """The directory `cwd` names now, opened without following a symlink on the way."""
     try:
         return open_nofollow(Path(cwd), os.O_RDONLY | os.O_DIRECTORY)
     except PathRefused as exc:
@@ -117,7 +124,7 @@ def _bounded(argv: Sequence[str], limit: int) -> tuple[list[str], int]:
     return ["/bin/sh", "-c", _FSIZE_WRAPPER, "rg", str(blocks), *argv], blocks * 512
 
 
-async def rg_output(argv: Sequence[str], cwd: str, *, limit: int | None = None, stdin: int = subprocess.DEVNULL) -> tuple[IO[bytes], bool]:
+async def rg_output(argv: Sequence[str], cwd: Cwd, *, limit: int | None = None, stdin: int = subprocess.DEVNULL) -> tuple[IO[bytes], bool]:
     """Run rg to completion; (its stdout, in an unnamed temporary file the caller closes, whether it was capped).
 
     With `limit` the file never grows past it (a multiple of 512 bytes at or
@@ -158,7 +165,7 @@ def _cut_partial_record(f: IO[bytes]) -> None:
     os.ftruncate(fd, keep)
 
 
-async def rg_blocks(argv: Sequence[str], cwd: str, on_block: Callable[[bytes], None]) -> None:
+async def rg_blocks(argv: Sequence[str], cwd: Cwd, on_block: Callable[[bytes], None]) -> None:
     """Run rg with its stdout on a pipe; call `on_block` with each block as read (up to 1 MiB).
 
     For output worth working on while rg still runs (a listing: split and
@@ -216,7 +223,7 @@ async def read_records(f: IO[bytes], on_records: Callable[[int, list[bytes]], No
         on_records(pos, [pending])  # rg ends its output with a delimiter; be lenient anyway
 
 
-async def rg_run(argv: Sequence[str], cwd: str, on_records: Callable[[list[bytes]], None], *, delimiter: bytes = b"\n") -> None:
+async def rg_run(argv: Sequence[str], cwd: Cwd, on_records: Callable[[list[bytes]], None], *, delimiter: bytes = b"\n") -> None:
     """Run rg and hand its stdout records to `on_records`, a block at a time."""
     f, _capped = await rg_output(argv, cwd)
     try:
@@ -261,14 +268,15 @@ def _has_git_component(listing: bytes) -> bool:
     return any(marker in framed for marker in (b"/.git/", b"/.git\0", b"\0.git/", b"\0.git\0"))
 
 
-async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None, parts: Sequence[str] = ()) -> list[bytes]:
+async def list_files_raw(rg: str, root: Cwd, *, prefilter: str | None = None, parts: Sequence[str] = (), dirs: set[bytes] | None = None) -> list[bytes]:
     """Paths (bytes, as the file system has them), relative to the directory `root`, of the regular files beneath it.
 
     Hidden files included, no ignore files, `.git` skipped, symlinks neither
     followed nor listed. NUL-separated, so any file name is read back intact.
     Returned as consecutive sorted runs (sorted block by block while rg still
     walks the tree), so the caller's `sort()` — byte order is FILE-16's, the
-    names sharing one prefix — only merges them.
+    names sharing one prefix — only merges them. `dirs`, when given, gets the
+    directory part of every name, also while rg walks (for `TreeProof.listed`).
     """
     out: list[bytes] = []
     tail = b""
@@ -282,10 +290,14 @@ async def list_files_raw(rg: str, root: str, *, prefilter: str | None = None, pa
             names = _names(data[: cut - 1])
             names.sort()
             out.extend(names)
+            if dirs is not None:
+                dirs.update({name.rpartition(b"/")[0] for name in names})
 
     await rg_blocks(files_argv(rg, prefilter=prefilter, parts=parts), root, on_block)
     if tail:
         out.extend(_names(tail))  # rg ends every name with a NUL; be lenient anyway
+        if dirs is not None:
+            dirs.update({name.rpartition(b"/")[0] for name in _names(tail)})
     return out
 
 
@@ -313,6 +325,6 @@ def decode_all(raws: list[bytes]) -> list[str]:
     return b"\0".join(raws).decode("utf-8", "surrogateescape").split("\0")
 
 
-async def list_files(rg: str, root: str, *, prefilter: str | None = None) -> list[str]:
+async def list_files(rg: str, root: Cwd, *, prefilter: str | None = None) -> list[str]:
     """`list_files_raw`, decoded (surrogateescape: every name survives the round trip)."""
     return decode_all(await list_files_raw(rg, root, prefilter=prefilter))

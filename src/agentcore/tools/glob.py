@@ -24,6 +24,7 @@ from ..errors import OutputCapped, ToolFailure
 from ..patterns.globtext import globstar_runs
 from . import _schemas
 from ._rg import decode_all, list_files_raw
+from ._settled import TreeProof
 from .base import CallContext, Tool, ToolResult
 
 _FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX | wcglob.CASE
@@ -123,36 +124,43 @@ class GlobTool(Tool):
         regex = compile_relative_glob(pattern)
         prefilter = basename_prefilter(pattern)
         prefix = root.rstrip("/") + "/"
-        raws = await list_files_raw(runtime.proc.rg_binary(), root, prefilter=prefilter)
-        # Sorting needs the whole (filtered) list of names; contents are never held.
-        # The raw names share one prefix, so their byte order is FILE-16's.
-        raws.sort()
-        exact = prefilter_is_exact(pattern, prefilter)
-        scope = runtime.fs.search_scope(root)  # rules None: proven visible for the whole tree at once
-        spool = runtime.line_spool(runtime.limits.glob_entries)
-        try:
-            if scope.rules is None and exact:
-                # Nothing left to decide per name but the watchdog's screen: decode only the head.
-                spool.extend_raw(scope.screen_out(raws, prefix), prefix)
-            else:
-                rels = decode_all(raws)
-                if not exact:
-                    rels = await filter_names(rels, regex.match)
-                rels = scope.screen_out(rels, prefix)
-                if scope.rules is None:
-                    spool.extend(rels, prefix)
-                else:
-                    for r in rels:
-                        full = prefix + r
-                        if scope.shows(full):
-                            spool.add(full, full)
-        except OutputCapped:
-            pass  # the sidecar is full (TRUNC-9): the paths kept are a sorted prefix, the envelope says output_capped
-        finally:
-            spool.close()
+        with TreeProof(root) as proof:
+            dirs: set[bytes] = set()  # gathered while rg walks: off the critical path
+            raws = await list_files_raw(runtime.proc.rg_binary(), proof.fd, prefilter=prefilter, dirs=dirs)
+            scope = runtime.fs.search_scope(root)  # rules None: proven visible for the whole tree at once
+            spool = runtime.line_spool(runtime.limits.glob_entries)
+            try:
+                await self._select(raws, pattern, prefilter, regex, prefix, scope, proof.listed, dirs, spool)
+            except OutputCapped:
+                pass  # the sidecar is full (TRUNC-9): the paths kept are a sorted prefix, the envelope says output_capped
+            finally:
+                spool.close()
         data: dict[str, Any] = {"paths": list(spool.head), "total": spool.total}
         if spool.truncated:
             data["head"] = spool.head_text()
         # How many matching files the rules or the watchdog kept out (PERM-14), never which.
         extra = {"withheld": scope.withheld} if scope.withheld else {}
         return ToolResult(data=data, truncated=spool.truncated, output_path=os.fspath(spool.path) if spool.path else None, extra=extra)
+
+    @staticmethod
+    async def _select(raws: list[bytes], pattern: str, prefilter: str | None, regex: re.Pattern[str], prefix: str, scope: Any, proven: Any, dirs: set[bytes], spool: Any) -> None:
+        """Add to `spool`, sorted, the listed names the pattern matches that may be shown and are proven found
+        in the tree (`proven`: `TreeProof.listed`; `dirs`: the directories of all names listed)."""
+        # Sorting needs the whole (filtered) list of names; contents are never held.
+        # The raw names share one prefix, so their byte order is FILE-16's.
+        raws.sort()
+        if scope.rules is None and prefilter_is_exact(pattern, prefilter):
+            # Nothing left to decide per name but the watchdog's screen: decode only the head.
+            spool.extend_raw(scope.screen_out(proven(raws, dirs), prefix), prefix)
+            return
+        rels = decode_all(raws)
+        if not prefilter_is_exact(pattern, prefilter):
+            rels = await filter_names(rels, regex.match)
+        rels = scope.screen_out(proven(rels, dirs), prefix)
+        if scope.rules is None:
+            spool.extend(rels, prefix)
+            return
+        for r in rels:
+            full = prefix + r
+            if scope.shows(full):
+                spool.add(full, full)

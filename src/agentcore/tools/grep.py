@@ -15,6 +15,10 @@ the limit go to the sidecar. Two ways to get there:
   batches, a few rg processes at a time (each -j1, so in our order); each
   batch's output is replayed once the batches before it have been.
 
+Either way each file's lines are kept only if the file is proven found in
+the tree, and a file that changed while rg ran is searched again through a
+descriptor (`_Output.settle`, `_settled.TreeProof`; FILE-11).
+
 Either way the output waits in rg's unnamed output file (`_rg.rg_output`),
 not in memory. Both pass `--no-mmap`: rg otherwise memory-maps when given at
 most ten files, and a NUL byte after the first block then stops a file's
@@ -40,6 +44,7 @@ from ..runtime import SearchScope
 from ..truncation import LineSpool
 from . import _schemas
 from ._rg import list_files_raw, part_glob, read_records, rg_output, rg_run
+from ._settled import CHANGED, GONE, SETTLED, TreeProof
 from .base import CallContext, Tool, ToolResult
 from .glob import basename_prefilter, compile_relative_glob, filter_names
 
@@ -51,6 +56,8 @@ _RG_COLUMNS = MAX_LINE_CHARS + 1
 # A record this long may hold a text longer than the limit: it takes the careful path.
 _LONG_RECORD = re.compile(rb"[^\n]{%d,}" % (MAX_LINE_CHARS + 1))
 CONCURRENCY = 3  # rg processes at once for file lists
+AGAIN_BATCH = 256  # files searched again per rg process (each holds a descriptor meanwhile)
+_SETTLE_SLICE = 4096  # matched files looked at between two yields to the event loop
 BATCH_FILES_MIN = 256  # below this, more batches cost more process starts than they save
 BATCH_FILES_MAX = 8192
 BATCH_BYTES_MAX = 512 * 1024  # argv bytes per batch, far below ARG_MAX (2 MiB on Linux)
@@ -68,6 +75,8 @@ class _Output:
         self._f = f
         self.index: list[tuple[bytes, int, int, int]] = []
         self._data: bytes | None = None
+        self._again: dict[bytes, bytes] = {}  # path -> its records from a second search of the file as it is now
+        self.capped = False  # that second search reached the output limit
 
     async def build_index(self) -> None:
         index = self.index
@@ -103,27 +112,86 @@ class _Output:
     def groups(self, *, sort: bool) -> Iterator[tuple[bytes, bytes]]:
         """(path, raw records `path\0line:text\n`...) per group; by path bytes (then arrival) when `sort`."""
         for path, _n, start, end in sorted(self.index) if sort else self.index:
-            if self._data is not None:
+            if self._again and path in self._again:
+                yield path, self._again[path]
+            elif self._data is not None:
                 yield path, self._data[start:end]
             else:
                 yield path, os.pread(self._f.fileno(), end - start, start)
+
+    async def settle(self, proof: TreeProof, search: list[str], limit: int) -> None:
+        """Keep the groups of files proven found in the tree (FILE-11), with one link only (CAP-13).
+
+        A file whose path or inode changed while rg ran is searched again as it
+        is now, through a descriptor opened without following links, and its
+        lines replaced by what that finds. One stat per file that matched.
+        """
+        paths = list(dict.fromkeys(entry[0] for entry in self.index))  # a path's groups are kept or dropped together
+        rels = [path[2:] if path.startswith(b"./") else path for path in paths]
+        states: list[int] = []
+        for i in range(0, len(rels), _SETTLE_SLICE):
+            states += proof.file_states(rels[i : i + _SETTLE_SLICE])
+            await checkpoint()
+        if not proof.dirs_settled({rel.rpartition(b"/")[0] for rel in rels}):
+            states = [GONE if state == GONE else CHANGED for state in states]  # each walked to on its own
+        verdict = dict(zip(paths, states))
+        again: dict[bytes, int] = {}
+        try:
+            for path, rel in sorted(zip(paths, rels)):  # sorted: the walks share their directories
+                if verdict[path] == CHANGED:
+                    verdict[path], fd = proof.matched(rel)
+                    if fd is not None:
+                        again[path] = fd
+            if again:
+                self._again, capped = await _search_again(search, proof.fd, again, limit)
+                self.capped = self.capped or capped
+        finally:
+            for fd in again.values():
+                os.close(fd)
+        self.index = [e for e in self.index if verdict[e[0]] == SETTLED or (verdict[e[0]] == CHANGED and e[0] in self._again)]
+        self._again_once()
+        if self.capped:  # the second search stopped at its limit: keep the sorted prefix it covered
+            bound = max(self._again) if self._again else None
+            first = min(again)
+            self.index = [e for e in self.index if (e[0] <= bound if bound is not None else e[0] < first)]
+
+    def _again_once(self) -> None:
+        """A file searched again is shown once, whole: its other groups would repeat its lines."""
+        if self._again:
+            seen: set[bytes] = set()
+            self.index = [e for e in self.index if e[0] not in self._again or not (e[0] in seen or seen.add(e[0]))]
 
     def close(self) -> None:
         self._f.close()
 
 
-def _single_linked(groups: Iterator[tuple[bytes, bytes]], prefix: str) -> Iterator[tuple[bytes, bytes]]:
-    """The groups of files that have one link only: a file with other hard links is
-    unprovable (CAP-13), so its lines are never shown. One lstat per file that matched."""
-    root = os.fsencode(prefix)
-    for raw_path, raw in groups:
-        rel = raw_path[2:] if raw_path.startswith(b"./") else raw_path
+async def _search_again(search: list[str], cwd: int, files: dict[bytes, int], limit: int) -> tuple[dict[bytes, bytes], bool]:
+    """({path: records}, capped) for the opened `files` ({path: fd}, in path order) that match, searched by
+    their magic links in /proc (exactly the inodes opened, whatever their names point to now) and given
+    back their paths. Capped: rg's output reached `limit`, and the files after the last one found are left out."""
+    found: dict[bytes, bytes] = {}
+    links = {os.fsencode(f"/proc/{os.getpid()}/fd/{fd}"): path for path, fd in files.items()}
+    names = list(links)
+    for i in range(0, len(names), AGAIN_BATCH):
+        f, capped = await rg_output(search + [os.fsdecode(n) for n in names[i : i + AGAIN_BATCH]], cwd, limit=limit)
+        out = _Output(f)
         try:
-            st = os.lstat(root + rel)
-        except OSError:
-            continue  # gone since rg read it: nothing to attribute the lines to
-        if st.st_nlink == 1 or not stat.S_ISREG(st.st_mode):
-            yield raw_path, raw
+            await out.build_index()
+            for link, raw in out.groups(sort=False):  # -j1: in argument order, so a capped output holds a prefix
+                path = links.get(link)
+                if path is not None:
+                    found[path] = _renamed(raw, link, path)
+        finally:
+            out.close()
+        if capped:
+            return found, True
+    return found, False
+
+
+def _renamed(raw: bytes, old: bytes, new: bytes) -> bytes:
+    """Records `old\0line:text\n`... with their path `new` instead."""
+    cut = len(old)
+    return b"\n".join(new + rec[cut:] if rec else rec for rec in raw.split(b"\n"))
 
 
 async def _emit(groups: Iterator[tuple[bytes, bytes]], prefix: str, spool: LineSpool, *, dotted: bool) -> None:
@@ -241,21 +309,25 @@ class GrepTool(Tool):
             raise ToolFailure("not_regular", "path is neither a directory nor a regular file")  # a FIFO would block
         scope = runtime.fs.search_scope(root if is_dir else os.path.dirname(root))
         # A file root is searched through the fd the runtime opened, never by name (`_search_file`).
+        # rg runs in the directory root the proof opened, and what it finds beneath it is proven (FILE-11).
         opened = None if is_dir else _open_file(runtime, runtime.resolved["path"])
+        proof = TreeProof(root) if is_dir else None
         spool = runtime.line_spool(runtime.limits.grep_matches)
         # rg's own output file is bounded too (TRUNC-9): by what the call may still write.
         limit = runtime.sidecars.room()
         try:
-            if is_dir and scope.rules is None and scope.markers is not None and filt is None:
-                capped = await _search_tree(rg, base, pattern, root, spool, limit, scope)
+            if proof is not None and scope.rules is None and scope.markers is not None and filt is None:
+                capped = await _search_tree(rg, base, pattern, root, proof, spool, limit, scope)
             else:
-                capped = await self._search_listed(rg, base + ["-j1"], pattern, root, opened, filt, only_name, glob_arg, scope, spool, limit)
+                capped = await self._search_listed(rg, base + ["-j1"], pattern, root, opened or proof, filt, only_name, glob_arg, scope, spool, limit)
         except OutputCapped:
             capped = True  # the sidecar is full: the matches kept are a sorted prefix
         finally:
             spool.close()
             if opened is not None:
                 os.close(opened)
+            if proof is not None:
+                proof.close()
         if capped:
             runtime.sidecars.capped = True
         data: dict[str, Any] = {"matches": list(spool.head), "total": spool.total}
@@ -272,7 +344,7 @@ class GrepTool(Tool):
         options: list[str],
         pattern: list[str],
         root: str,
-        opened: int | None,
+        within: int | TreeProof,
         filt: Any,
         only_name: bool,
         glob_arg: str | None,
@@ -283,14 +355,16 @@ class GrepTool(Tool):
         # 1. The files to search: listed, filtered by `glob` (FILE-15), by the
         # watchdog's read screen and by the rules, then sorted (FILE-16). A hidden
         # or withheld file is never even opened.
+        # `within`: the proof of a directory root, or the descriptor of a file root.
         argv = options + pattern
-        if opened is None:
-            cwd = root
-            raws = await list_files_raw(rg, root, prefilter=basename_prefilter(glob_arg) if only_name and glob_arg else None)
+        if isinstance(within, TreeProof):
+            cwd: str | int = within.fd
+            raws = await list_files_raw(rg, within.fd, prefilter=basename_prefilter(glob_arg) if only_name and glob_arg else None)
+            prefix = root.rstrip("/") + "/"
         else:
             cwd, raws = os.path.dirname(root), [os.fsencode(os.path.basename(root))]
+            prefix = cwd.rstrip("/") + "/"
         raws.sort()  # one common prefix: the byte order of the full paths
-        prefix = cwd.rstrip("/") + "/"
         # A name with a newline is skipped: rg's line-oriented output could not attribute its matches safely.
         rels = [raw.decode("utf-8", "surrogateescape") for raw in raws if b"\n" not in raw]
         if filt is not None:
@@ -300,9 +374,9 @@ class GrepTool(Tool):
         if not files:  # still report an invalid pattern
             await rg_run(argv + ["/dev/null"], cwd, lambda _records: None)
             return False
-        if opened is not None:
-            return await _search_file(options + pattern + [os.fsdecode(_STDIN)], cwd, opened, files[0], prefix, spool, limit)
-        return await _search_batches(argv, cwd, _batches(files), prefix, spool, limit)
+        if not isinstance(within, TreeProof):
+            return await _search_file(options + pattern + [os.fsdecode(_STDIN)], cwd, within, files[0], prefix, spool, limit)
+        return await _search_batches(argv, within, _batches(files), prefix, spool, limit)
 
 
 def _open_file(runtime: Any, path: Any) -> int:
@@ -314,7 +388,7 @@ def _open_file(runtime: Any, path: Any) -> int:
     return fd
 
 
-async def _search_file(argv: list[str], cwd: str, fd: int, name: str, prefix: str, spool: LineSpool, limit: int) -> bool:
+async def _search_file(argv: list[str], cwd: str | int, fd: int, name: str, prefix: str, spool: LineSpool, limit: int) -> bool:
     """Search one opened file, `name` in `cwd`, handed to rg as its standard input (`argv` ends in `_STDIN`).
 
     rg given a name would open it itself and follow a symlink swapped in since
@@ -339,13 +413,12 @@ _STDIN = b"/proc/self/fd/0"
 
 def _relabel(groups: Iterator[tuple[bytes, bytes]], name: bytes) -> Iterator[tuple[bytes, bytes]]:
     """rg's records for its standard input (`/proc/self/fd/0\0line:text\n`...) under the file's own name."""
-    cut = len(_STDIN)
     for path, raw in groups:
         if path == _STDIN:
-            yield name, b"\n".join(name + rec[cut:] if rec else rec for rec in raw.split(b"\n"))
+            yield name, _renamed(raw, _STDIN, name)
 
 
-async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, spool: LineSpool, limit: int, scope: SearchScope) -> bool:
+async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, proof: TreeProof, spool: LineSpool, limit: int, scope: SearchScope) -> bool:
     """One parallel rg over the whole tree; whether its output reached `limit` (the matches kept are then those found first).
 
     No rule hides anything here, and the watchdog's markers say which names it
@@ -361,20 +434,24 @@ async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, 
     exclude = [arg for m in markers for arg in ("--iglob", "!" + part_glob(m))]
     argv = base + ["--hidden", "--no-ignore", "--glob", "!*\n*", "--glob", "!.git", *exclude] + pattern + ["."]
     prefix = root.rstrip("/") + "/"
-    f, capped, marked = await _search_and_list(argv, root, rg, markers, limit)
+    again = base + ["-j1"] + pattern  # how a file that changed during the search is searched again
+    f, capped, marked = await _search_and_list(argv, proof.fd, rg, markers, limit)
     outs = [_Output(f)]
     try:
         await outs[0].build_index()
         _drop_withheld(outs[0], scope, prefix)  # a safety net: the walk left these out already
+        await outs[0].settle(proof, again, limit)
+        capped = capped or outs[0].capped
         # Marked but not withheld (`.env.example`, `.aws/config`): searched by name, as `./rel` like the walk prints them.
         shown = scope.screen_out([m.decode("utf-8", "surrogateescape") for m in marked if b"\n" not in m], prefix)
         for batch in _batches(sorted(shown)) if not capped else ():
-            extra, batch_capped = await rg_output(base + ["-j1"] + pattern + ["./" + rel for rel in batch], root, limit=limit)
+            extra, batch_capped = await rg_output(again + ["./" + rel for rel in batch], proof.fd, limit=limit)
             outs.append(_Output(extra))
             await outs[-1].build_index()
-            capped = capped or batch_capped
+            await outs[-1].settle(proof, again, limit)
+            capped = capped or batch_capped or outs[-1].capped
         groups = heapq.merge(*(o.groups(sort=True) for o in outs), key=lambda group: group[0])
-        await _emit(_single_linked(groups, prefix), prefix, spool, dotted=True)
+        await _emit(groups, prefix, spool, dotted=True)
     finally:
         for o in outs:
             o.close()
@@ -388,7 +465,7 @@ def _drop_withheld(out: _Output, scope: SearchScope, prefix: str) -> None:
         out.index = [entry for i, entry in enumerate(out.index) if i not in drop]
 
 
-async def _search_and_list(argv: list[str], root: str, rg: str, markers: tuple[str, ...], limit: int) -> tuple[IO[bytes], bool, list[bytes]]:
+async def _search_and_list(argv: list[str], root: int, rg: str, markers: tuple[str, ...], limit: int) -> tuple[IO[bytes], bool, list[bytes]]:
     """The tree search (its output file, capped) and, at the same time, the names that carry a marker."""
     marked: list[bytes] = []
     failures: list[BaseException] = []
@@ -416,7 +493,7 @@ async def _search_and_list(argv: list[str], root: str, rg: str, markers: tuple[s
     return f, capped, marked
 
 
-async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], prefix: str, spool: LineSpool, limit: int) -> bool:
+async def _search_batches(argv: list[str], proof: TreeProof, batches: list[list[str]], prefix: str, spool: LineSpool, limit: int) -> bool:
     """Search the batches, up to CONCURRENCY at once, emitting their results in batch order; whether one was capped.
 
     At most CONCURRENCY batches are outstanding (running, or finished and
@@ -435,10 +512,12 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
 
     async def run(i: int) -> None:
         try:
-            f, capped[i] = await rg_output(argv + batches[i], cwd, limit=limit)
+            f, capped[i] = await rg_output(argv + batches[i], proof.fd, limit=limit)
             out = _Output(f)
             outs[i] = out
             await out.build_index()
+            await out.settle(proof, argv, limit)
+            capped[i] = capped[i] or out.capped
         except ToolFailure as exc:
             errors[i] = exc
         finally:
@@ -463,7 +542,7 @@ async def _search_batches(argv: list[str], cwd: str, batches: list[list[str]], p
                 assert out is not None
                 # Within a batch rg (-j1) keeps the order of its arguments: already sorted.
                 try:
-                    await _emit(_single_linked(out.groups(sort=False), prefix), prefix, spool, dotted=False)
+                    await _emit(out.groups(sort=False), prefix, spool, dotted=False)
                 except OutputCapped:
                     capped[i] = True
                 out.close()

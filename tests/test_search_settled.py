@@ -1,0 +1,190 @@
+"""What rg reports beneath its root is proven after it ran (FILE-11, CAP-13; `tools._settled`).
+
+rg opens what lies beneath its root by relative name, so a component swapped
+for a symlink while it walks is followed (the race itself: test_files_races).
+These tests take the proof apart on real trees: a swap and its undoing are
+seen, a name that only existed through the swap is dropped, a changed file is
+searched again as it is now, and a search that takes every path as changed
+still gives exactly the results of an ordinary one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore.tools import _settled
+from agentcore.tools._settled import CHANGED, GONE, SETTLED, TreeProof
+
+pytestmark = pytest.mark.anyio
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """renameat2(RENAME_EXCHANGE): `a` and `b` trade places atomically."""
+    if _libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+
+@pytest.fixture
+def tree(make_workspace: Callable[..., Path]) -> dict[str, Path]:
+    ws = make_workspace("ws", {"sub/a.txt": "inside needle\n", "sub/deep/b.txt": "inside needle\n", "top.txt": "needle\n"})
+    out = make_workspace("outside", {"a.txt": "OUTSIDE needle\n", "secret-name.txt": "OUTSIDE needle\n"})
+    os.symlink(out, ws / ".twin")
+    _backdate(ws)
+    return {"ws": ws, "out": out}
+
+
+def _backdate(root: Path) -> None:
+    """Wait until everything made so far is older than a proof started now (its margin is 10 ms)."""
+    newest = max(os.lstat(p).st_ctime_ns for p in [root, *root.rglob("*")])
+    while _now() - _settled._MARGIN_NS <= newest:  # at most a clock tick or two
+        os.sched_yield()
+
+
+def _now() -> int:
+    return time.clock_gettime_ns(_settled._COARSE)
+
+
+def test_an_untouched_tree_is_proven_without_a_second_look(tree: dict[str, Path]) -> None:
+    with TreeProof(os.fspath(tree["ws"])) as proof:
+        names = [b"sub/a.txt", b"sub/deep/b.txt", b"top.txt"]
+        assert proof.listed(names) is names
+        assert proof.file_states(names) == [SETTLED] * 3
+        assert proof.dirs_settled({b"sub", b"sub/deep", b""})
+        assert proof.matched(b"sub/deep/b.txt") == (SETTLED, None)
+
+
+def test_a_directory_swapped_and_back_is_seen_and_only_its_real_names_survive(tree: dict[str, Path]) -> None:
+    ws = tree["ws"]
+    with TreeProof(os.fspath(ws)) as proof:
+        # What a concurrent process does while rg walks: `sub` becomes the link (rg lists and reads the
+        # outside directory as `sub/...`), then the real directory is put back before anyone looks.
+        _exchange(ws / "sub", ws / ".twin")
+        _exchange(ws / "sub", ws / ".twin")
+        assert not proof.dirs_settled({b"sub"})
+        # rg could have listed these two names from outside: only the one that really is in `sub` stays.
+        assert proof.listed([b"sub/a.txt", b"sub/secret-name.txt"]) == [b"sub/a.txt"]
+        assert proof.file_states([b"sub/a.txt"]) == [SETTLED]  # the file itself did not move: the directory did
+        state, fd = proof.matched(b"sub/a.txt")
+        assert state == CHANGED and fd is not None
+        try:
+            assert os.pread(fd, 100, 0) == b"inside needle\n"  # searched again: the real file, not the outside one
+        finally:
+            os.close(fd)
+        assert proof.matched(b"sub/secret-name.txt") == (GONE, None)
+
+
+def test_a_link_left_in_place_shows_nothing_beneath_it(tree: dict[str, Path]) -> None:
+    ws = tree["ws"]
+    with TreeProof(os.fspath(ws)) as proof:
+        _exchange(ws / "sub", ws / ".twin")  # `sub` is now the link to outside
+        assert proof.listed([b"sub/a.txt", b"sub/secret-name.txt", b"top.txt"]) == [b"top.txt"]
+        assert proof.matched(b"sub/a.txt") == (GONE, None)
+        assert proof.directory(b"sub") == (GONE, None)
+        assert proof.directory(b"sub/deep") == (GONE, None)
+
+
+def test_a_file_written_during_the_search_is_searched_again(tree: dict[str, Path]) -> None:
+    ws = tree["ws"]
+    with TreeProof(os.fspath(ws)) as proof:
+        (ws / "top.txt").write_text("needle now\n")
+        assert proof.file_states([b"top.txt", b"sub/a.txt"]) == [CHANGED, SETTLED]
+        state, fd = proof.matched(b"top.txt")
+        assert state == CHANGED and fd is not None
+        os.close(fd)
+
+
+def test_a_file_swapped_for_a_link_or_given_a_second_link_is_gone(tree: dict[str, Path]) -> None:
+    ws, out = tree["ws"], tree["out"]
+    with TreeProof(os.fspath(ws)) as proof:
+        os.link(ws / "sub" / "a.txt", out / "second-name")
+        os.unlink(ws / "top.txt")
+        os.symlink(out / "a.txt", ws / "top.txt")
+        assert proof.file_states([b"sub/a.txt", b"top.txt"]) == [GONE, GONE]
+        assert proof.matched(b"sub/a.txt") == (GONE, None)
+        assert proof.matched(b"top.txt") == (GONE, None)
+
+
+def test_whole_second_file_systems_are_compared_in_their_own_units(tree: dict[str, Path]) -> None:
+    """A file system keeping whole seconds stamps a change made just after the start with the second before it."""
+    with TreeProof(os.fspath(tree["ws"])) as proof:
+        st = os.lstat(tree["ws"] / "top.txt")
+        second = proof.since - proof.since % 1_000_000_000
+        coarse = os.stat_result((st.st_mode, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, second))
+        assert not proof.settled(coarse)
+        fine = os.stat_result((st.st_mode, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, proof.since - 1))
+        assert proof.settled(fine)
+
+
+# -- the tools, with every path taken as changed: the second look gives exactly the ordinary results -----------
+
+
+CALLS = [
+    ("grep", {"pattern": "needle"}),  # one rg over the whole tree
+    ("grep", {"pattern": "needle", "glob": "**/*.txt"}),  # listed, then searched in batches
+    ("grep", {"pattern": "needle", "path": "sub"}),
+    ("grep", {"pattern": "secret"}),  # markers: `.env` withheld, `.env.example` searched on its own
+    ("glob", {"pattern": "**"}),
+    ("glob", {"pattern": "**/*.txt"}),  # the prefilter alone decides
+    ("glob", {"pattern": "sub/**/b*"}),
+]
+
+
+@pytest.fixture
+def busy_tree(make_workspace: Callable[..., Path]) -> Path:
+    files = {f"d{i}/e{j}/f{k}.txt": f"line\nneedle {i} {j} {k}\nmore needle\n" for i in range(3) for j in range(3) for k in range(4)}
+    files |= {
+        "sub/a.txt": "needle a\n",
+        "sub/deep/b.txt": "needle b\n",
+        "top.txt": "needle top\n",
+        ".env": "secret=1\n",
+        ".env.example": "secret=example\n",
+        "bin.dat": "needle\0binary\n",
+        "linked.txt": "needle linked\n",
+    }
+    ws = make_workspace("ws", files)
+    os.link(ws / "linked.txt", ws / "d0" / "second-name.txt")  # grep shows neither name's lines (CAP-13)
+    os.symlink(ws / "top.txt", ws / "link.txt")  # never followed, never listed
+    _backdate(ws)  # so that the ordinary search finds everything settled
+    return ws
+
+
+def _timeless(envelope: dict[str, Any]) -> dict[str, Any]:
+    envelope["metadata"].pop("duration_ms")
+    return envelope
+
+
+@pytest.mark.parametrize(("tool", "args"), CALLS)
+async def test_taking_every_path_as_changed_changes_no_result(
+    busy_tree: Path, make_agent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tool: str, args: dict[str, Any]
+) -> None:
+    agent = make_agent(busy_tree)
+    ordinary = _timeless((await agent.call(tool, args)).to_dict())
+    # A margin wider than the epoch: the search "began" before anything in the tree was made.
+    monkeypatch.setattr(_settled, "_MARGIN_NS", 1 << 62)
+    again = _timeless((await agent.call(tool, args)).to_dict())
+    assert ordinary["type"] == "output"
+    assert again == ordinary
+    if args == {"pattern": "needle"}:
+        assert ordinary["data"]["total"] > 40
+        assert "linked" not in repr(ordinary)
+
+
+async def test_grep_shows_a_changed_file_as_it_is_now(busy_tree: Path, make_agent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searched again through a descriptor: the lines are those of the file now, under its own path and line numbers."""
+    agent = make_agent(busy_tree)
+    monkeypatch.setattr(_settled, "_MARGIN_NS", 1 << 62)
+    env = await agent.call("grep", {"pattern": "needle", "path": "sub"})
+    assert [(m["path"].rsplit("/", 2)[-2:], m["line"], m["text"]) for m in env.data["matches"]] == [
+        (["sub", "a.txt"], 1, "needle a"),
+        (["deep", "b.txt"], 1, "needle b"),
+    ]
+
