@@ -57,6 +57,7 @@ from pathlib import Path
 
 import anyio
 
+from ..paths import PathRefused, open_nofollow
 from ..protected import PROTECTED_DIRS
 from ..timestamps import recent
 from . import seccomp
@@ -736,26 +737,44 @@ async def _lock_shared(root: Path) -> int:
         os.close(fd)  # locked a file the cleaner had already removed
 
 
-def _remove_placeholder(p: Path) -> None:
-    """Remove what bwrap created as a mount point, never anything with content."""
+def _remove_placeholder(parent: int, name: str) -> None:
+    """Remove what bwrap created as the mount point `name` in the directory `parent`, never anything with content."""
     try:
-        st = os.lstat(p)
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if stat.S_ISREG(st.st_mode) and st.st_size == 0:
-            os.unlink(p)
+            os.unlink(name, dir_fd=parent)
         elif stat.S_ISDIR(st.st_mode):
-            os.rmdir(p)  # fails (and is left) unless empty
+            os.rmdir(name, dir_fd=parent)  # fails (and is left) unless empty
     except OSError:
         pass
 
 
 def _remove_listed(fd: int) -> None:
-    """Remove the placeholders a lock file lists (deepest first, so a directory empties before its parent)."""
+    """Remove the placeholders a lock file lists (deepest first, so a directory empties before its parent).
+
+    Each through its directory opened without following a link: a concurrent process that swapped a
+    directory of the write root for a link would otherwise have the removal act where the link points.
+    """
     os.lseek(fd, 0, os.SEEK_SET)
     data = b""
     while chunk := os.read(fd, 65536):
         data += chunk
-    for raw in sorted(set(data.split(b"\0")) - {b""}, key=len, reverse=True):
-        _remove_placeholder(Path(os.fsdecode(raw)))
+    parents: dict[str, int | None] = {}
+    try:
+        for raw in sorted(set(data.split(b"\0")) - {b""}, key=len, reverse=True):
+            parent, name = os.path.split(os.fsdecode(raw))
+            if parent not in parents:
+                try:
+                    parents[parent] = open_nofollow(Path(parent), os.O_RDONLY | os.O_DIRECTORY)
+                except (OSError, PathRefused):
+                    parents[parent] = None  # gone, or a link now: nothing of ours to remove there
+            dir_fd = parents[parent]
+            if dir_fd is not None and name:
+                _remove_placeholder(dir_fd, name)
+    finally:
+        for dir_fd in parents.values():
+            if dir_fd is not None:
+                os.close(dir_fd)
 
 
 def _lock_roots(policy: SandboxPolicy) -> list[Path]:

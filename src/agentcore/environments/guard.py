@@ -26,14 +26,14 @@ symbolic links.
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..protected import (
     LAYOUT_MARKERS,
@@ -512,63 +512,147 @@ def _ancestors(path: str) -> Iterable[str]:
         cur = parent
 
 
-def _reopen(path: str) -> None:
-    """Give a directory the command shut (same owner as us) back read, write and search rights."""
+# Removal works through descriptors only. The sweep runs on the host while a stdio MCP server (or another
+# session's command) may be writing the same tree: a directory swapped for a symlink between the walk
+# and a removal by name would make the removal act wherever the link points (another repository's
+# `.git`, a `.envrc` in the user's home). Every component is opened without following links instead.
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LOOK, _CHANGE = 0o500, 0o700  # the owner's rights a directory needs to be listed, and to have entries removed
+
+
+def _grant(fd: int, bits: int) -> None:
+    """Give a directory the command shut (same owner as us) back the owner's `bits`."""
+    st = os.fstat(fd)
+    if st.st_uid == os.getuid() and st.st_mode & bits != bits:
+        _by_fd(os.chmod, fd, stat.S_IMODE(st.st_mode) | bits)
+
+
+def _readable(fd: int) -> int:
+    """A readable descriptor of the directory the O_PATH `fd` holds."""
+    return _by_fd(os.open, fd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _by_fd(call: Callable[..., Any], fd: int, *args: int) -> Any:
+    """`call` on exactly the inode `fd` holds, through its magic link in /proc (no other name reaches it
+    whatever was renamed or swapped since). Without /proc that is refused, never taken for a missing file."""
     try:
-        st = os.lstat(path)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o700 != 0o700:
-            os.chmod(path, st.st_mode | 0o700)
-    except OSError:
-        pass
+        return call(f"/proc/self/fd/{fd}", *args)
+    except FileNotFoundError:
+        raise PermissionError(errno.EACCES, "/proc is not mounted") from None
 
 
-def _rmtree_error(func: object, path: str, _exc: object) -> None:
-    _reopen(os.path.dirname(path))
-    _reopen(path)
-    if callable(func):
-        func(path)  # raises again when it still fails; rmtree then gives up
+def _step(name: str, dir_fd: int) -> int:
+    """The directory `name` in `dir_fd` (O_PATH), never through a link; `dir_fd` given search rights if it lacked them."""
+    try:
+        return os.open(name, _PATH, dir_fd=dir_fd)
+    except PermissionError:
+        _grant(dir_fd, _LOOK)
+        return os.open(name, _PATH, dir_fd=dir_fd)
+
+
+def _walk_to(path: str, bits: int) -> int:
+    """A readable descriptor of the directory at the absolute `path`, reached without following a link
+    (OSError otherwise: ELOOP or ENOTDIR for a link in the way), with the owner's `bits` when it is ours."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in path.split("/"):
+            if part:
+                nxt = _step(part, fd)
+                os.close(fd)
+                fd = nxt
+        _grant(fd, bits)
+        return _readable(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_child(name: str, dir_fd: int, bits: int) -> int:
+    """`_walk_to` for a directory entry of `dir_fd`."""
+    fd = _step(name, dir_fd)
+    try:
+        _grant(fd, bits)
+        return _readable(fd)
+    finally:
+        os.close(fd)
 
 
 def _remove(path: str) -> bool:
-    """Remove `path` (a real directory with everything beneath) without following links."""
-    st = _lstat(path)
-    if st is None:
-        return True
-    _reopen(os.path.dirname(path))
+    """Remove `path` (with everything beneath it, for a directory), never following a link on the way."""
+    parent, name = os.path.split(path)
     try:
+        pfd = _walk_to(parent, _CHANGE)
+    except FileNotFoundError:
+        return True  # nothing there by that path now (the round after a removal looks again)
+    except OSError:
+        return False  # a link where the walk saw a directory: a concurrent swap; not removed
+    try:
+        try:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return True
         if stat.S_ISDIR(st.st_mode):
-            if sys.version_info >= (3, 12):
-                shutil.rmtree(path, onexc=_rmtree_error)
-            else:
-                shutil.rmtree(path, onerror=_rmtree_error)
+            _rmtree_at(pfd, name)
         else:
-            os.unlink(path)
+            os.unlink(name, dir_fd=pfd)
+        os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        return False  # something is there again
+    except FileNotFoundError:
+        return True
     except OSError:
         return False
-    return not os.path.lexists(path)
+    finally:
+        os.close(pfd)
+
+
+def _rmtree_at(parent: int, name: str) -> None:
+    """Remove the directory `name` of `parent` and everything beneath it, through descriptors only: a
+    link anywhere beneath is removed, never followed. Iterative: a deep tree costs descriptors, not stack."""
+    frames: list[tuple[int, str, list[str]]] = []  # (fd, name in its parent, subdirectories still to remove)
+
+    def enter(dir_fd: int, child: str) -> None:
+        fd = _open_child(child, dir_fd, _CHANGE)
+        subs: list[str] = []
+        frames.append((fd, child, subs))
+        with os.scandir(fd) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    subs.append(entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+
+    try:
+        enter(parent, name)
+        while frames:
+            fd, child, subs = frames[-1]
+            if subs:
+                enter(fd, subs.pop())
+                continue
+            frames.pop()
+            os.close(fd)
+            os.rmdir(child, dir_fd=frames[-1][0] if frames else parent)
+    finally:
+        for fd, _child, _subs in frames:
+            os.close(fd)
 
 
 def _open_shut_dirs(root: str) -> None:
-    """Directories the command made unlistable (ours: the same uid) are opened again before looking."""
+    """Directories beneath `root` the command made unlistable (ours: the same uid) are opened again before
+    looking, each reached from the root without following a link (a rare path: one walk from / each)."""
     stack = [root]
     while stack:
         d = stack.pop()
         try:
-            st = os.lstat(d)
+            fd = _walk_to(d, _LOOK)
         except OSError:
             continue
-        if not stat.S_ISDIR(st.st_mode):
-            continue
-        if st.st_uid == os.getuid() and st.st_mode & 0o500 != 0o500:
-            try:
-                os.chmod(d, st.st_mode | 0o500)
-            except OSError:
-                pass
         try:
-            with os.scandir(d) as it:
-                stack.extend(e.path for e in it if e.is_dir(follow_symlinks=False))
+            with os.scandir(fd) as it:
+                stack.extend(os.path.join(d, e.name) for e in it if e.is_dir(follow_symlinks=False))
         except OSError:
             pass
+        finally:
+            os.close(fd)
 
 
 def sweep(before: Observation, *, extras: Iterable[str] = (), placeholders: Iterable[str] = (),
