@@ -308,26 +308,27 @@ class GrepTool(Tool):
         if not is_dir and not stat.S_ISREG(os.lstat(root).st_mode):
             raise ToolFailure("not_regular", "path is neither a directory nor a regular file")  # a FIFO would block
         scope = runtime.fs.search_scope(root if is_dir else os.path.dirname(root))
-        # A file root is searched through the fd the runtime opened, never by name (`_search_file`).
-        # rg runs in the directory root the proof opened, and what it finds beneath it is proven (FILE-11).
-        opened = None if is_dir else _open_file(runtime, runtime.resolved["path"])
-        proof = TreeProof(root) if is_dir else None
-        spool = runtime.line_spool(runtime.limits.grep_matches)
-        # rg's own output file is bounded too (TRUNC-9): by what the call may still write.
-        limit = runtime.sidecars.room()
+        # A file root is searched through the fd the runtime opened, never by name (`_search_file`); a
+        # directory root is opened by the proof, rg runs in it, and what rg finds beneath it is proven (FILE-11).
+        within: int | TreeProof = TreeProof(root) if is_dir else _open_file(runtime, runtime.resolved["path"])
         try:
-            if proof is not None and scope.rules is None and scope.markers is not None and filt is None:
-                capped = await _search_tree(rg, base, pattern, root, proof, spool, limit, scope)
-            else:
-                capped = await self._search_listed(rg, base + ["-j1"], pattern, root, opened or proof, filt, only_name, glob_arg, scope, spool, limit)
-        except OutputCapped:
-            capped = True  # the sidecar is full: the matches kept are a sorted prefix
+            spool = runtime.line_spool(runtime.limits.grep_matches)
+            # rg's own output file is bounded too (TRUNC-9): by what the call may still write.
+            limit = runtime.sidecars.room()
+            try:
+                if isinstance(within, TreeProof) and scope.rules is None and scope.markers is not None and filt is None:
+                    capped = await _search_tree(rg, base, pattern, root, within, spool, limit, scope)
+                else:
+                    capped = await self._search_listed(rg, base + ["-j1"], pattern, root, within, filt, only_name, glob_arg, scope, spool, limit)
+            except OutputCapped:
+                capped = True  # the sidecar is full: the matches kept are a sorted prefix
+            finally:
+                spool.close()
         finally:
-            spool.close()
-            if opened is not None:
-                os.close(opened)
-            if proof is not None:
-                proof.close()
+            if isinstance(within, TreeProof):
+                within.close()
+            else:
+                os.close(within)
         if capped:
             runtime.sidecars.capped = True
         data: dict[str, Any] = {"matches": list(spool.head), "total": spool.total}
