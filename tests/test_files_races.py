@@ -144,3 +144,27 @@ async def test_a_swap_inside_the_workspace_never_shows_what_a_rule_hides(
         leaked, used = await _race(agent, tool, args)
     assert not leaked, f"{tool} showed what a rule hides through a directory swapped for a link to it"
     assert used > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"pattern": "needle"}, {"pattern": "needle", "glob": "**/*"}],  # one rg with the marked names listed beside it; listed first
+    ids=["tree", "listed"],
+)
+async def test_a_swap_never_counts_what_lies_outside_as_withheld(
+    make_workspace: Callable[..., Path], make_agent: Callable[..., Any], args: dict[str, Any]
+) -> None:
+    """`withheld` counts paths in fs.read the screen hides (PERM-14): names rg listed through a link swapped in
+    for `sub` lie outside, and counting them tells how many `.env` files a directory outside holds."""
+    ws = make_workspace("ws", {"sub/a.txt": HARMLESS + "\n", **{f"sub/d{i}/x.txt": HARMLESS + "\n" for i in range(20)}})
+    out = make_workspace("outside", {f"d{i}/.env": "KEY=1\n" for i in range(20)})
+    os.symlink(out, ws / ".sub-twin")
+    agent = make_agent(ws, engine_kwargs={"watchdog": "default"})
+    assert "withheld" not in (await agent.call("grep", args)).to_dict()["metadata"]
+    used = 0
+    with exchanging(ws / "sub", ws / ".sub-twin"):
+        for _ in range(ATTEMPTS):
+            env = await agent.call("grep", args)
+            assert "withheld" not in env.to_dict()["metadata"], "names listed through a link were counted as withheld"
+            used += env.ok
+    assert used > 0

@@ -188,3 +188,158 @@ async def test_grep_shows_a_changed_file_as_it_is_now(busy_tree: Path, make_agen
         (["deep", "b.txt"], 1, "needle b"),
     ]
 
+
+# -- a walk proves nothing about a search that ran after it --------------------------------------------------
+
+
+def _hook_first_settle(monkeypatch: pytest.MonkeyPatch, before: Callable[[Any], None], after: Callable[[], None]) -> None:
+    """Run `before(output)` just before the call's first `_Output.settle` and `after()` just after it: what a
+    concurrent process may do at those moments (done here in-process, so the test needs no timing luck)."""
+    from agentcore.tools import grep
+
+    real = grep._Output.settle
+    calls: list[int] = []
+
+    async def settle(self: Any, proof: TreeProof, search: list[str], limit: int) -> None:
+        first = not calls
+        calls.append(1)
+        if first:
+            before(self)
+        await real(self, proof, search, limit)
+        if first:
+            after()
+
+    monkeypatch.setattr(grep._Output, "settle", settle)
+
+
+def _touch_first_match(ws: Path) -> Callable[[Any], None]:
+    """Write a matched file again (same bytes): it is newer than the search now, so the proof walks to it by
+    descriptors, through its directories, which themselves stay as they were (and are found settled)."""
+
+    def touch(out: Any) -> None:
+        path = ws / os.fsdecode(min(entry[0] for entry in out.index)).removeprefix("./")
+        path.write_bytes(path.read_bytes())
+
+    return touch
+
+
+def _everything(env: Any) -> str:
+    """The whole result: the head and, when it was cut, the sidecar."""
+    assert env.type == "output", env.to_dict()
+    return repr(env.data) + (Path(env.output_path).read_text() if env.output_path else "")
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "engine_kwargs"),
+    [
+        # One rg over the tree, then the marked names (`.env.example`) searched by a second rg.
+        (["sub/a.txt", "sub/.env.example"], {"pattern": "needle"}, {"watchdog": "default"}),
+        # Listed: four batches of 256, the fourth started only once the first was shown.
+        ([f"sub/f{i:04}.txt" for i in range(1024)], {"pattern": "needle", "glob": "**/*.txt"}, {}),
+    ],
+    ids=["tree", "batches"],
+)
+async def test_a_walk_made_before_a_later_search_proves_nothing_about_it(
+    make_workspace: Callable[..., Path],
+    make_agent: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    files: list[str],
+    args: dict[str, Any],
+    engine_kwargs: dict[str, Any],
+) -> None:
+    """The first proof walks `sub` while it is real; `sub` is then swapped for a link to outside, which a
+    later rg of the same call follows. Its lines must not be kept on the strength of that earlier walk."""
+    ws = make_workspace("ws", {name: "needle inside\n" for name in files})
+    out = make_workspace("outside", {name.removeprefix("sub/"): "OUTSIDE needle\n" for name in files})
+    os.symlink(out, ws / ".twin")
+    _backdate(ws)
+    _backdate(out)
+    _hook_first_settle(monkeypatch, _touch_first_match(ws), lambda: _exchange(ws / "sub", ws / ".twin"))
+    env = await make_agent(ws, engine_kwargs=engine_kwargs).call("grep", args)
+    assert "OUTSIDE" not in _everything(env), "lines read through a link were kept on the strength of an older walk"
+
+
+async def test_files_searched_again_hold_a_bounded_number_of_descriptors(
+    make_workspace: Callable[..., Path], make_agent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anything written in the tree during a search (a build, another session; one file suffices) makes every
+    matched file beneath that directory be searched again. With 1024 descriptors, the common default, that must
+    not run the process out of them: the call neither fails nor loses the lines of the files it could not open."""
+    import resource
+
+    ws = make_workspace("ws", {f"d/f{i:04}.txt": "needle\n" for i in range(1500)})
+    agent = make_agent(ws)
+    monkeypatch.setattr(_settled, "_MARGIN_NS", 1 << 62)  # every path changed, as after such a write
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + _settled_room(), hard))
+    try:
+        env = await agent.call("grep", {"pattern": "needle"})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert env.type == "output", env.to_dict()
+    assert env.data["total"] == 1500
+
+
+def _settled_room() -> int:
+    """Descriptors left to the call: a batch searched again (256), the directories walked and rg's files."""
+    from agentcore.tools.grep import AGAIN_BATCH
+
+    return AGAIN_BATCH + 128
+
+
+async def test_a_capped_second_search_keeps_a_sorted_prefix(make_workspace: Callable[..., Path]) -> None:
+    """Every other file changed, searched again a batch of descriptors at a time; the second batch's rg
+    reaches the limit. What stays is a sorted prefix: every file before where that rg stopped, none after."""
+    from agentcore.runtime import ProcessSurface
+    from agentcore.tools import grep
+
+    names = [f"d/{i:04}" for i in range(600)]
+    ws = make_workspace("ws", {name: "x\n" * (2000 if i > 520 else 1) for i, name in enumerate(names)})
+    _backdate(ws)
+    search = [ProcessSurface.rg_binary(), "--no-heading", "--with-filename", "--line-number", "--null", "--no-config", "--no-mmap", "-j1", "-e", "x", "--"]
+    with TreeProof(os.fspath(ws)) as proof:
+        for name in names[1::2]:  # changed: the second look batches these 256 at a time
+            (ws / name).write_bytes((ws / name).read_bytes())
+        f, capped = await grep.rg_output(search + names, proof.fd)
+        out = grep._Output(f)
+        try:
+            await out.build_index()
+            assert not capped and len(out.index) == 600
+            await out.settle(proof, search, 1 << 20)
+            kept = [os.fsdecode(entry[0]) for entry in out.index]
+            groups = dict(out.groups(sort=False))
+        finally:
+            out.close()
+    assert out.capped
+    assert 2 * grep.AGAIN_BATCH < len(kept) < 600 and kept == names[: len(kept)]
+    for name in kept[:-1]:
+        assert groups[os.fsencode(name)].count(b"\n") == (2000 if int(name[2:]) > 520 else 1)
+
+
+async def test_lines_searched_again_take_no_more_memory_than_the_output_may(
+    make_workspace: Callable[..., Path], make_agent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second search prints a short link (`/proc/<pid>/fd/<n>`) in each record, bounded by the call's
+    output limit; given back a path of 3000 bytes, each record of a short line grows a hundredfold. What is
+    held for them stays near that limit (before: a peak of 178 MiB here for a 1 MiB limit; at the default
+    64 MiB, gigabytes)."""
+    import tracemalloc
+
+    deep = "/".join(["d" * 249] * 12) + "/f.txt"  # 3000 bytes: a name anyone writing the tree may make
+    ws = make_workspace("ws", {deep: "x\n" * 30_000})
+    _backdate(ws)
+    agent = make_agent(ws, limits={"sidecar_bytes": 1 << 20})
+    peaks: list[int] = []
+    tracemalloc.start()
+    try:
+        for margin in (_settled._MARGIN_NS, 1 << 62):  # settled (the control), then changed: searched again
+            monkeypatch.setattr(_settled, "_MARGIN_NS", margin)
+            tracemalloc.reset_peak()
+            env = await agent.call("grep", {"pattern": "x"})
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            assert env.type == "output" and env.data["total"] > 0
+    finally:
+        tracemalloc.stop()
+    assert peaks[0] < 16 << 20
+    assert peaks[1] < 16 << 20, f"{peaks[1] >> 20} MiB held for a 1 MiB output"

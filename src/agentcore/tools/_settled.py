@@ -49,10 +49,16 @@ class TreeProof:
         self._state: dict[str | bytes, int] = {}
 
     def close(self) -> None:
+        self.forget()
+        os.close(self.fd)
+
+    def forget(self) -> None:
+        """Drop the directories walked so far. A walk shows a directory sat at its name from the start until
+        then, which says nothing about an rg that ran after it: call this once an rg has run, before `matched`."""
         for _rel, fd in self._chain:
             os.close(fd)
         self._chain = []
-        os.close(self.fd)
+        self._state = {}
 
     def __enter__(self) -> TreeProof:
         return self
@@ -75,6 +81,7 @@ class TreeProof:
             dirs = {os.fsencode(rel.rpartition("/" if isinstance(rel, str) else b"/")[0]) for rel in rels}
         if self._all_settled(dirs):
             return rels  # the usual case: nothing changed beneath the root while rg walked it
+        self.forget()
         return [rel for rel in rels if self._regular_now(rel)]
 
     def _all_settled(self, dirs: set[bytes]) -> bool:
@@ -167,6 +174,7 @@ class TreeProof:
 
         Walks on from the deepest directory still open from the last walk:
         callers go through sorted paths, so each directory is opened once.
+        Only walks made since the last `forget` are reused.
         """
         if not rel:
             return SETTLED, self.fd

@@ -28,7 +28,9 @@ fixes the first block).
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
 import os
 import re
@@ -135,25 +137,35 @@ class _Output:
         if not proof.dirs_settled({rel.rpartition(b"/")[0] for rel in rels}):
             states = [GONE if state == GONE else CHANGED for state in states]  # each walked to on its own
         verdict = dict(zip(paths, states))
-        again: dict[bytes, int] = {}
-        try:
-            for path, rel in sorted(zip(paths, rels)):  # sorted: the walks share their directories
-                if verdict[path] == CHANGED:
+        # Sorted: the walks share their directories. A walk made before this rg ended (for another output
+        # of the call) proves nothing about what it read: walked afresh.
+        changed = sorted((path, rel) for path, rel, state in zip(paths, rels, states) if state == CHANGED)
+        proof.forget()
+        first = b""
+        room = limit  # for all the records searched again, as given back their paths
+        for i in range(0, len(changed), AGAIN_BATCH):
+            again: dict[bytes, int] = {}  # one rg's worth of descriptors at a time, however many files changed
+            capped = False
+            try:
+                for path, rel in changed[i : i + AGAIN_BATCH]:
                     verdict[path], fd = proof.matched(rel)
                     if fd is not None:
                         again[path] = fd
-            if again:
-                self._again, capped = await _search_again(search, proof.fd, again, limit)
-                self.capped = self.capped or capped
-        finally:
-            for fd in again.values():
-                os.close(fd)
+                if again:
+                    found, capped = await _search_again(search, proof.fd, again, room)
+                    self._again.update(found)
+                    room -= sum(map(len, found.values()))
+            finally:
+                for fd in again.values():
+                    os.close(fd)
+            if capped:
+                self.capped, first = True, min(again)
+                break
         self.index = [e for e in self.index if verdict[e[0]] == SETTLED or (verdict[e[0]] == CHANGED and e[0] in self._again)]
         self._again_once()
         if self.capped:  # the second search stopped at its limit: keep the sorted prefix it covered
-            bound = max(self._again) if self._again else None
-            first = min(again)
-            self.index = [e for e in self.index if (e[0] <= bound if bound is not None else e[0] < first)]
+            bound = max(self._again, default=b"")  # the last file it found lines in
+            self.index = [e for e in self.index if e[0] < first or e[0] <= bound]
 
     def _again_once(self) -> None:
         """A file searched again is shown once, whole: its other groups would repeat its lines."""
@@ -165,27 +177,39 @@ class _Output:
         self._f.close()
 
 
-async def _search_again(search: list[str], cwd: int, files: dict[bytes, int], limit: int) -> tuple[dict[bytes, bytes], bool]:
+async def _search_again(search: list[str], cwd: int, files: dict[bytes, int], room: int) -> tuple[dict[bytes, bytes], bool]:
     """({path: records}, capped) for the opened `files` ({path: fd}, in path order) that match, searched by
     their magic links in /proc (exactly the inodes opened, whatever their names point to now) and given
-    back their paths. Capped: rg's output reached `limit`, and the files after the last one found are left out."""
+    back their paths, in all at most `room` bytes. Capped: rg's output or the records given back their
+    paths (which may be a hundred times as long as the links) reached `room`; those found form a prefix."""
     found: dict[bytes, bytes] = {}
     links = {os.fsencode(f"/proc/{os.getpid()}/fd/{fd}"): path for path, fd in files.items()}
-    names = list(links)
-    for i in range(0, len(names), AGAIN_BATCH):
-        f, capped = await rg_output(search + [os.fsdecode(n) for n in names[i : i + AGAIN_BATCH]], cwd, limit=limit)
-        out = _Output(f)
-        try:
-            await out.build_index()
-            for link, raw in out.groups(sort=False):  # -j1: in argument order, so a capped output holds a prefix
-                path = links.get(link)
-                if path is not None:
-                    found[path] = _renamed(raw, link, path)
-        finally:
-            out.close()
-        if capped:
-            return found, True
-    return found, False
+    f, capped = await rg_output(search + [os.fsdecode(n) for n in links], cwd, limit=room)
+    out = _Output(f)
+    try:
+        await out.build_index()
+        for link, raw in out.groups(sort=False):  # -j1: in argument order, so a capped output holds a prefix
+            path = links.get(link)
+            if path is None:
+                continue
+            fits = _fitting(raw, len(path) - len(link), room)
+            if fits:
+                found[path] = _renamed(fits, link, path)
+                room -= len(found[path])
+            if len(fits) < len(raw):
+                return found, True
+    finally:
+        out.close()
+    return found, capped
+
+
+def _fitting(raw: bytes, grow: int, room: int) -> bytes:
+    """The leading records of `raw` that fit `room` once each is `grow` bytes longer."""
+    if len(raw) + grow * raw.count(b"\n") <= room:
+        return raw
+    records = raw.split(b"\n")[:-1]
+    sizes = list(itertools.accumulate(len(rec) + 1 + grow for rec in records))
+    return b"".join(rec + b"\n" for rec in records[: bisect.bisect_right(sizes, room)])
 
 
 def _renamed(raw: bytes, old: bytes, new: bytes) -> bytes:
@@ -360,12 +384,15 @@ class GrepTool(Tool):
         argv = options + pattern
         if isinstance(within, TreeProof):
             cwd: str | int = within.fd
-            raws = await list_files_raw(rg, within.fd, prefilter=basename_prefilter(glob_arg) if only_name and glob_arg else None)
+            dirs: set[bytes] = set()
+            raws = await list_files_raw(rg, within.fd, prefilter=basename_prefilter(glob_arg) if only_name and glob_arg else None, dirs=dirs)
+            raws.sort()  # one common prefix: the byte order of the full paths
+            # Proven before they are screened: a name listed through a link lies outside, and is not counted (PERM-14).
+            raws = within.listed(raws, dirs)
             prefix = root.rstrip("/") + "/"
         else:
             cwd, raws = os.path.dirname(root), [os.fsencode(os.path.basename(root))]
             prefix = cwd.rstrip("/") + "/"
-        raws.sort()  # one common prefix: the byte order of the full paths
         # A name with a newline is skipped: rg's line-oriented output could not attribute its matches safely.
         rels = [raw.decode("utf-8", "surrogateescape") for raw in raws if b"\n" not in raw]
         if filt is not None:
@@ -444,6 +471,8 @@ async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, 
         await outs[0].settle(proof, again, limit)
         capped = capped or outs[0].capped
         # Marked but not withheld (`.env.example`, `.aws/config`): searched by name, as `./rel` like the walk prints them.
+        # Proven first: a name listed through a link lies outside, and is not counted as withheld (PERM-14).
+        marked = proof.listed(sorted(marked))
         shown = scope.screen_out([m.decode("utf-8", "surrogateescape") for m in marked if b"\n" not in m], prefix)
         for batch in _batches(sorted(shown)) if not capped else ():
             extra, batch_capped = await rg_output(again + ["./" + rel for rel in batch], proof.fd, limit=limit)
