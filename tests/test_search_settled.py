@@ -343,3 +343,29 @@ async def test_lines_searched_again_take_no_more_memory_than_the_output_may(
         tracemalloc.stop()
     assert peaks[0] < 16 << 20
     assert peaks[1] < 16 << 20, f"{peaks[1] >> 20} MiB held for a 1 MiB output"
+
+
+@pytest.mark.parametrize("shape", ["file root with a long name", "deep root"])
+async def test_rewriting_the_paths_of_many_short_lines_takes_bounded_memory(
+    make_workspace: Callable[..., Path], make_agent: Callable[..., Any], shape: str
+) -> None:
+    """Each record rg prints carries a short path (`./f.txt`, or `/proc/self/fd/0` for a file root); the
+    result carries the full one, up to thousands of bytes. The records of one file are rewritten a piece
+    at a time, so what is held stays near the output limit, not a hundred times it."""
+    import tracemalloc
+
+    deep = "/".join(["d" * 249] * 12)  # a root path of 3000 bytes: directories anyone writing the tree may make
+    name = "n" * 250 + ".txt"
+    rel = f"{deep}/f.txt" if shape == "deep root" else name
+    first = f"{deep}/a.txt" if shape == "deep root" else None  # fills the head: the big file is rewritten in runs
+    ws = make_workspace("ws", {rel: "x\n" * 400_000, **({first: "x\n" * 1000} if first else {})})
+    _backdate(ws)
+    agent = make_agent(ws, limits={"sidecar_bytes": 4 << 20})
+    tracemalloc.start()
+    try:
+        env = await agent.call("grep", {"pattern": "x", "path": deep if shape == "deep root" else name})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert env.type == "output" and env.data["total"] > 1000
+    assert peak < 32 << 20, f"{peak >> 20} MiB held for a 4 MiB output"

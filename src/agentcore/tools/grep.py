@@ -227,23 +227,41 @@ async def _emit(groups: Iterator[tuple[bytes, bytes]], prefix: str, spool: LineS
     root put in front and the NUL made a colon: whole runs of groups are
     checked and rewritten at once. `dotted`: rg printed each path as `./rel`.
     """
-    it = iter(groups)
-    for raw_path, raw in it:
-        if spool.head_full:
-            break
-        _emit_group(raw_path, raw, prefix, spool)
-    else:
-        return
-    run: list[tuple[bytes, bytes]] = [(raw_path, raw)]
-    size = len(raw)
-    for raw_path, raw in it:
-        if size >= _RUN_BYTES:
-            _emit_run(run, prefix, spool, dotted=dotted)
-            run, size = [], 0
-            await checkpoint()
-        run.append((raw_path, raw))
-        size += len(raw)
-    _emit_run(run, prefix, spool, dotted=dotted)
+    grow = len(prefix.encode("utf-8", "surrogateescape"))  # what each record gains: the root in front
+    run: list[tuple[bytes, bytes]] = []
+    size = 0
+    for raw_path, raw in groups:
+        for piece in _pieces(raw, grow):
+            if not run and not spool.head_full:
+                _emit_group(raw_path, piece, prefix, spool)
+                continue
+            run.append((raw_path, piece))
+            size += len(piece) + grow * piece.count(b"\n")
+            if size >= _RUN_BYTES:
+                _emit_run(run, prefix, spool, dotted=dotted)
+                run, size = [], 0
+                await checkpoint()
+    if run:
+        _emit_run(run, prefix, spool, dotted=dotted)
+
+
+def _pieces(raw: bytes, grow: int, size: int = _RUN_BYTES) -> Iterator[bytes]:
+    """`raw` (whole records) in consecutive runs of whole records, each about `size` bytes at most once every
+    record is `grow` bytes longer: one file's matches may fill the whole output limit, and a record as short
+    as a few bytes grows by the length of a path when it is rewritten (held in memory a piece at a time)."""
+    start, end_all = 0, len(raw)
+    while start < end_all:
+        end = min(end_all, start + size)
+        while True:
+            cut = end_all if end == end_all else raw.rfind(b"\n", start, end) + 1
+            if cut <= start:  # one record longer than the window: it goes whole
+                cut = raw.find(b"\n", start) + 1 or end_all
+                break
+            if cut - start + grow * raw.count(b"\n", start, cut) <= size:
+                break
+            end = start + (end - start) // 2
+        yield raw[start:cut]
+        start = cut
 
 
 def _emit_group(raw_path: bytes, raw: bytes, prefix: str, spool: LineSpool) -> None:
@@ -440,10 +458,12 @@ _STDIN = b"/proc/self/fd/0"
 
 
 def _relabel(groups: Iterator[tuple[bytes, bytes]], name: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """rg's records for its standard input (`/proc/self/fd/0\0line:text\n`...) under the file's own name."""
+    """rg's records for its standard input (`/proc/self/fd/0\0line:text\n`...) under the file's own name,
+    a piece at a time (a name of 255 bytes makes a short record 17 times as long)."""
     for path, raw in groups:
         if path == _STDIN:
-            yield name, _renamed(raw, _STDIN, name)
+            for piece in _pieces(raw, len(name) - len(_STDIN)):
+                yield name, _renamed(piece, _STDIN, name)
 
 
 async def _search_tree(rg: str, base: list[str], pattern: list[str], root: str, proof: TreeProof, spool: LineSpool, limit: int, scope: SearchScope) -> bool:
