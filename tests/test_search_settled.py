@@ -369,3 +369,12 @@ async def test_rewriting_the_paths_of_many_short_lines_takes_bounded_memory(
         tracemalloc.stop()
     assert env.type == "output" and env.data["total"] > 1000
     assert peak < 32 << 20, f"{peak >> 20} MiB held for a 4 MiB output"
+
+
+async def test_a_file_named_dash_is_searched_like_any_other(make_workspace: Callable[..., Path], make_agent: Callable[..., Any]) -> None:
+    """Listed files are handed to rg by name, and rg reads `-` as its standard input."""
+    ws = make_workspace("ws", {"-": "needle dash\n", "a.txt": "needle a\n"})
+    agent = make_agent(ws)
+    for args in ({"pattern": "needle"}, {"pattern": "needle", "glob": "*"}):
+        env = await agent.call("grep", args)
+        assert [(m["path"], m["text"]) for m in env.data["matches"]] == [(f"{ws}/-", "needle dash"), (f"{ws}/a.txt", "needle a")], args

@@ -306,6 +306,8 @@ def _bulk_ready(data: bytes, *, dotted: bool) -> bool:
         return False  # possibly a `.git` component to drop (never from rg): leave it to _emit_group
     if _LONG_RECORD.search(data):
         return False  # a text that may need cutting here
+    if not dotted and (data.startswith(b"./") or b"\n./" in data):
+        return False  # the file named `-`, handed to rg as `./-` (`_as_argument`): its `./` is dropped there
     try:
         data.decode("utf-8")  # text that would need replacement characters cannot be copied
     except UnicodeDecodeError:
@@ -422,7 +424,12 @@ class GrepTool(Tool):
             return False
         if not isinstance(within, TreeProof):
             return await _search_file(options + pattern + [os.fsdecode(_STDIN)], cwd, within, files[0], prefix, spool, limit)
-        return await _search_batches(argv, within, _batches(files), prefix, spool, limit)
+        return await _search_batches(argv, within, _batches([_as_argument(f) for f in files]), prefix, spool, limit)
+
+
+def _as_argument(rel: str) -> str:
+    """A listed name as rg's argument: `-` alone would be rg's standard input, not the file of that name."""
+    return "./-" if rel == "-" else rel
 
 
 def _open_file(runtime: Any, path: Any) -> int:
