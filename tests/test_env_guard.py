@@ -199,7 +199,7 @@ def test_the_incremental_walk_lists_only_what_changed(tmp_path: Path, monkeypatc
     state = guard.state_of(os.fspath(ws), True)
     listed: list[str] = []
     real = guard._listdir
-    monkeypatch.setattr(guard, "_listdir", lambda p: listed.append(p) or real(p))  # a spy: the real listing runs
+    monkeypatch.setattr(guard, "_listdir", lambda p, *a: listed.append(p) or real(p, *a))  # a spy: the real listing runs
     (ws / "d7" / "e" / ".envrc").write_text("x")
     walker = guard._Walker(state.copy())
     for path in list(walker.s.dirs):  # as if recorded long ago: only ctime changes count

@@ -225,28 +225,56 @@ def parse_text(text: str, origin: str = "") -> list[Entry]:
 
 
 def read_file(path: str) -> str | None:
-    """The text of a configuration file; None when it does not exist (git skips those)."""
+    """The text of a configuration file; None when it does not exist (git skips those).
+
+    These paths lie in the workspace, where a command can make one a FIFO or a link to a device: an
+    open by name would wait for a writer (hanging the host) or run a driver's open. So the path is
+    opened O_PATH first (neither happens), and only a regular file (or the null device) is read.
+    """
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)  # links followed, as git follows them
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise GitConfigError(f"a configuration file cannot be examined ({exc.strerror})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise GitConfigError("a configuration path is a directory")
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise GitConfigError("a configuration file is too large to check")
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise GitConfigError(f"a configuration file cannot be read ({exc.strerror})") from None
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise GitConfigError("a configuration path is a directory")
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == _NULL_DEVICE:
+            return ""  # `include.path = /dev/null`: git reads it as empty
+        if not stat.S_ISREG(st.st_mode):
+            raise GitConfigError("a configuration path is not a regular file")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise GitConfigError("a configuration file is too large to check")
+        data = _read_regular(fd, path)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise GitConfigError("a configuration file is too large to check")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")  # git reads bytes; names we care about are ASCII either way
+
+
+_NULL_DEVICE = os.makedev(1, 3)
+
+
+def _read_regular(fd: int, path: str) -> bytes:
+    """At most MAX_CONFIG_BYTES + 1 bytes of the regular file the O_PATH `fd` holds."""
+    try:
+        try:
+            rfd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # that inode, not the name
+        except FileNotFoundError:  # no /proc: by name again, never waiting, and only a regular file is read
+            rfd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+            if not stat.S_ISREG(os.fstat(rfd).st_mode):
+                os.close(rfd)
+                raise GitConfigError("a configuration path is not a regular file") from None
+        with os.fdopen(rfd, "rb") as f:
+            return f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise GitConfigError(f"a configuration file cannot be read ({exc.strerror})") from None
 
 
 def _include_target(value: str | None, including: str, home: str) -> str:

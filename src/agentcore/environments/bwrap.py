@@ -39,6 +39,7 @@ unlinks the lock files it kept when it exits.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -184,6 +185,9 @@ class _Plan:
 
     args: tuple[str, ...]
     placeholders: tuple[Path, ...]  # mount points bwrap will create on the host
+    # Where in `args` each bind of a write root, read root, pin or protected entry starts (`--bind P P`,
+    # `--ro-bind P P`): given to bwrap as a descriptor at run time (`anchored`), never by name.
+    anchors: tuple[int, ...] = ()
 
 
 class _View:
@@ -605,12 +609,15 @@ def _plan_from(facts: _Facts) -> _Plan:
     pins = _pins([*targets, *facts.denied], view, root_set)
 
     ro = set(facts.read_roots)
+    anchors: list[int] = []
     for path in sorted([*facts.read_roots, *roots, *pins], key=_depth_key):
+        anchors.append(len(args))
         args += ["--ro-bind" if path in ro else "--bind", str(path), str(path)]
     empty = str(facts.empty)
     for t in targets:
         exists, as_dir = protect[t]
         if exists:
+            anchors.append(len(args))
             args += ["--ro-bind", str(t), str(t)]
         elif as_dir:
             args += ["--perms", "0555", "--tmpfs", str(t), "--remount-ro", str(t)]
@@ -637,7 +644,7 @@ def _plan_from(facts: _Facts) -> _Plan:
             args += ["--ro-bind", empty, str(d)]
     if facts.system is not None:
         args += ["--remount-ro", "/"]  # the root tmpfs, once every mount point in it exists
-    return _Plan(args=tuple(args), placeholders=tuple(placeholders))
+    return _Plan(args=tuple(args), placeholders=tuple(placeholders), anchors=tuple(anchors))
 
 
 def _pins(kept: Sequence[Path], view: _View, root_set: set[Path]) -> set[Path]:
@@ -681,6 +688,54 @@ def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
     """The same plan with every cache bypassed (for tests comparing the two)."""
     _system_memo.clear()
     return _plan_from.__wrapped__(_observe(_make_static(policy)))
+
+
+def anchored(plan: _Plan, handed: list[int]) -> tuple[str, ...]:
+    """`plan.args` with each anchored bind's source given as a descriptor (`--bind-fd`, `--ro-bind-fd`),
+    each added to `handed`.
+
+    bwrap resolves a source given by name when it starts, well after the plan looked: a directory of a
+    writable root that another process swapped for a symlink meanwhile (`a -> ../notes`) made bwrap bind
+    wherever the link led, writable, and make its mount points there. The descriptor is opened now without
+    following a link at any component (what the plan saw, or a refusal), and bwrap checks that what it
+    mounted is that inode."""
+    if not plan.anchors:
+        return plan.args
+    out = list(plan.args)
+    opened: dict[str, int] = {}  # directories reached so far, shared between the binds of one plan
+    try:
+        for at in plan.anchors:
+            fd = _open_anchor(out[at + 1], opened)
+            handed.append(fd)
+            out[at:at + 2] = [out[at] + "-fd", str(fd)]
+    finally:
+        for fd in opened.values():
+            os.close(fd)
+    return tuple(out)
+
+
+def _open_anchor(path: str, opened: dict[str, int]) -> int:
+    """An O_PATH descriptor of the canonical absolute `path`, each component reached without following a link."""
+    parts = [p for p in path.split("/") if p]
+    depth = max(len(parts) - 1, 0)  # the deepest directory above `path` already reached
+    while depth > 0 and "/" + "/".join(parts[:depth]) not in opened:
+        depth -= 1
+    try:
+        if "/" not in opened:
+            opened["/"] = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        dir_fd = opened["/" + "/".join(parts[:depth])]
+        for i in range(depth, len(parts) - 1):
+            dir_fd = opened["/" + "/".join(parts[:i + 1])] = os.open(
+                parts[i], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        if not parts:
+            return os.dup(dir_fd)
+        fd = os.open(parts[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        raise EnvironmentUnavailable(f"{path} changed while the sandbox was being set up") from None
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise EnvironmentUnavailable(f"{path} became a symbolic link while the sandbox was being set up")
+    return fd
 
 
 # -- placeholder bookkeeping ------------------------------------------------------
@@ -749,11 +804,14 @@ def _remove_placeholder(parent: int, name: str) -> None:
         pass
 
 
-def _remove_listed(fd: int) -> None:
+def _remove_listed(fd: int, root: Path) -> None:
     """Remove the placeholders a lock file lists (deepest first, so a directory empties before its parent).
 
     Each through its directory opened without following a link: a concurrent process that swapped a
     directory of the write root for a link would otherwise have the removal act where the link points.
+    Only paths inside `root`, the write root the lock file is for: the lock directory lies in this
+    process's TMPDIR, which another process's sandbox may be able to write (a batch worker's, with
+    `fs.write` on /tmp), and a path it added would have its empty file or directory removed anywhere.
     """
     os.lseek(fd, 0, os.SEEK_SET)
     data = b""
@@ -762,7 +820,10 @@ def _remove_listed(fd: int) -> None:
     parents: dict[str, int | None] = {}
     try:
         for raw in sorted(set(data.split(b"\0")) - {b""}, key=len, reverse=True):
-            parent, name = os.path.split(os.fsdecode(raw))
+            listed = os.path.normpath(os.fsdecode(raw))
+            if not _inside(listed, root) or listed == os.fspath(root):
+                continue
+            parent, name = os.path.split(listed)
             if parent not in parents:
                 try:
                     parents[parent] = open_nofollow(Path(parent), os.O_RDONLY | os.O_DIRECTORY)
@@ -802,7 +863,7 @@ async def _placeholder_lease(policy: SandboxPolicy) -> AsyncIterator[list[tuple[
             except BlockingIOError:
                 pass  # another run still uses this root; the last one cleans up
             else:
-                _remove_listed(fd)
+                _remove_listed(fd, root)
                 # Emptied, not unlinked: creating and unlinking it cost 0.17 ms a run, a
                 # tenth of the pipeline's whole overhead on `bash true`. `_drop_locks`
                 # unlinks it when the process exits.
@@ -825,7 +886,7 @@ def _drop_locks() -> None:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _remove_listed(fd)
+            _remove_listed(fd, root)
             # Unlinked while held exclusively; late openers notice the inode change (`_same_file`).
             os.unlink(_lock_path(root))
         except OSError:
@@ -959,6 +1020,7 @@ class BwrapEnvironment(Environment):
         what bwrap will create. The seccomp filter's descriptor joins `handed`."""
         plan = build_plan(policy)
         _register(lease, plan.placeholders)
+        plan = dataclasses.replace(plan, args=anchored(plan, handed))
         handed.append(seccomp.filter_fd())
         return self._assemble(argv, policy, plan, str(handed[-1]), str(channel_fd))
 

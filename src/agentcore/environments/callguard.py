@@ -136,9 +136,10 @@ def prepare(policy: SandboxPolicy, workspace_roots: Sequence[Path | str]) -> Pre
         repos = _repos(obs, [*ws, *writable])
         sets, named = _configs(repos)
         named += global_protected(r.top for r in repos)
+        submodules = _empty_submodules(repos)  # reads each `.gitmodules`: a failure there fails closed too
     except (guard.GuardError, gitconfig.GitConfigError) as exc:
         raise EnvironmentUnavailable(f"the workspace's protected files or git configuration cannot be checked: {exc}") from None
-    extras = [p for p in dict.fromkeys([*named, *_empty_submodules(repos), *_discovery_dotgits(writable, ws)]) if _inside(p, writable)]
+    extras = [p for p in dict.fromkeys([*named, *submodules, *_discovery_dotgits(writable, ws)]) if _inside(p, writable)]
     bound = obs.bound()
     protected = tuple(dict.fromkeys([*map(os.fspath, policy.protected), *bound, *extras]))
     placeholders = tuple(p for p in protected if not os.path.lexists(p))

@@ -115,14 +115,71 @@ def _lstat(path: str) -> os.stat_result | None:
         raise GuardError(f"a path cannot be examined ({exc.strerror})") from None
 
 
-def _listdir(path: str) -> list[os.DirEntry[str]]:
+# (name, its lstat when it is a directory): taken through the listed directory's descriptor, so it is the
+# identity of what that directory holds under that name, whatever was renamed or swapped above it.
+Listing = list[tuple[str, os.stat_result | None]]
+Inode = tuple[int, int]
+
+
+def _listdir(path: str, expect: Inode | None = None) -> Listing | None:
+    """The entries of the directory at `path` ([] when it is gone); None when `path` leads elsewhere now:
+    to another directory than `expect` (its (dev, ino) as its parent's listing gave it), or, without
+    `expect`, to a directory the kernel does not name `path`. A directory swapped for a symlink, itself or
+    above, between a look and this listing would otherwise have the walk list, and go on to walk, whatever
+    the link points at (`/`: the whole host, under workspace names)."""
     try:
-        with os.scandir(path) as it:
-            return list(it)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
         raise GuardError(f"a directory cannot be listed ({exc.strerror})") from None
+    try:
+        if expect is not None:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != expect:
+                return None
+        elif not _named(fd, path):
+            return None
+        out: Listing = []
+        with os.scandir(fd) as it:
+            for e in it:
+                # d_type first: no system call for an ordinary file.
+                if not _is_dir(e):
+                    out.append((e.name, None))
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)  # fstatat on `fd`
+                except FileNotFoundError:
+                    continue
+                out.append((e.name, st if stat.S_ISDIR(st.st_mode) else None))
+        return out
+    except OSError as exc:
+        raise GuardError(f"a directory cannot be listed ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def _is_dir(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _named(fd: int, path: str) -> bool:
+    """Whether the kernel names the directory `fd` holds `path` (canonical)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except FileNotFoundError:
+        return True  # no /proc: the name's word is all there is (as before this check)
+    except OSError:
+        return False
+
+
+def _inode(st: os.stat_result) -> Inode:
+    return (st.st_dev, st.st_ino)
 
 
 def _protected_child(parent: str, name: str) -> str | None:
@@ -139,24 +196,27 @@ def _protected_child(parent: str, name: str) -> str | None:
     return None
 
 
-def _inner(path: str) -> tuple[tuple[str, Ident], ...]:
-    """Every entry beneath `path` (not following links): files and links with ctime, directories without."""
+def _inner(path: str, expect: Inode) -> tuple[tuple[str, Ident], ...]:
+    """Every entry beneath the directory `path` (`expect`: its identity; not following links): files and
+    links with ctime, directories without."""
     out: list[tuple[str, Ident]] = []
-    stack = [(path, "")]
+    stack = [(path, "", expect)]
     while stack:
-        d, rel = stack.pop()
-        for e in _listdir(d):
+        d, rel, want = stack.pop()
+        for name, dst in _listdir(d, want) or ():
+            p = f"{d}/{name}"
+            r = f"{rel}/{name}" if rel else name
+            if dst is not None:
+                out.append((r, _ident(dst, with_ctime=False)))
+                stack.append((p, r, _inode(dst)))
+                continue
             try:
-                st = e.stat(follow_symlinks=False)
+                st = os.lstat(p)
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise GuardError(f"a protected entry cannot be examined ({exc.strerror})") from None
-            r = f"{rel}/{e.name}" if rel else e.name
-            is_dir = stat.S_ISDIR(st.st_mode)
-            out.append((r, _ident(st, with_ctime=not is_dir)))
-            if is_dir:
-                stack.append((e.path, r))
+            out.append((r, _ident(st, with_ctime=not stat.S_ISDIR(st.st_mode))))
     out.sort()
     return tuple(out)
 
@@ -176,26 +236,63 @@ class _Walker:
         self.s = state
         self.now = time.time_ns()
         self.fresh: set[str] = set()  # entries recorded by this pass (no need to look at them again)
+        # The first thing this pass could not examine. The pass goes on past it, so that one directory
+        # nobody can list (a path longer than the system allows) hides nothing elsewhere; the state is
+        # then incomplete, which `state_of` and the sweep treat as a failure (after removing what was found).
+        self.failed: str | None = None
+
+    def _note(self, exc: GuardError) -> None:
+        if self.failed is None:
+            self.failed = str(exc)
+
+    def _list(self, path: str, expect: Inode) -> Listing | None:
+        """`_listdir`, a failure noted (None); a directory that is not there any more is listed as gone
+        (its parent changed, and is listed again)."""
+        try:
+            listing = _listdir(path, expect)
+        except GuardError as exc:
+            self._note(exc)
+            return None
+        if listing is None and path == self.s.root:
+            self._note(GuardError("a root cannot be listed where it is"))
+        return listing or []
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        """`_lstat`, a failure noted (None, as for a missing path)."""
+        try:
+            return _lstat(path)
+        except GuardError as exc:
+            self._note(exc)
+            return None
 
     # -- records -------------------------------------------------------------------------
 
     def _drop_dir(self, path: str) -> None:
-        rec = self.s.dirs.pop(path, None)
-        if rec is None:
-            return
-        for name in rec.subdirs:
-            self._drop_dir(f"{path}/{name}")
-        for name in rec.qs:
-            self.s.entries.pop(f"{path}/{name}", None)
+        stack = [path]  # not recursive: a command can make a tree deeper than Python recurses
+        while stack:
+            d = stack.pop()
+            rec = self.s.dirs.pop(d, None)
+            if rec is None:
+                continue
+            stack.extend(f"{d}/{name}" for name in rec.subdirs)
+            for name in rec.qs:
+                self.s.entries.pop(f"{d}/{name}", None)
 
-    def _entry(self, path: str, parent: str, kind: str, st: os.stat_result) -> Entry:
+    def _entry(self, path: str, parent: str, kind: str, st: os.stat_result, *, listable: bool = True) -> Entry:
+        """`listable`: `st` is the identity the walk knows the entry by (from its directory's listing), so
+        what lies beneath may be listed; otherwise it is left out (the entry is new or replaced anyway)."""
         if kind == "layout":
             return _layout_entry(st)
         bound = kind == "repo" or parent == self.s.root
         is_dir = stat.S_ISDIR(st.st_mode)
         if bound or not is_dir:
             return Entry(kind, _ident(st, with_ctime=not is_dir), bound)
-        return Entry(kind, _ident(st, with_ctime=False), bound, _inner(path))
+        try:
+            inner = _inner(path, _inode(st)) if listable else ()
+        except GuardError as exc:
+            self._note(exc)
+            inner = ()  # nothing beneath counts as changed; a new entry goes whole all the same
+        return Entry(kind, _ident(st, with_ctime=False), bound, inner)
 
     def _set_dir(self, path: str, st: os.stat_result, subdirs: frozenset[str], qs: frozenset[str], markers: frozenset[str]) -> None:
         self.s.dirs[path] = _Dir(_ident(st), recent(st.st_ctime_ns, self.now), subdirs, qs, markers)
@@ -223,8 +320,10 @@ class _Walker:
         """Record each queued directory and everything beneath it afresh."""
         while todo:
             d, dst, parent = todo.pop()
-            listing = _listdir(d)
-            markers = frozenset(e.name for e in listing) & LAYOUT_MARKERS
+            listing = self._list(d, _inode(dst))
+            if listing is None:
+                continue
+            markers = frozenset(n for n, _st in listing) & LAYOUT_MARKERS
             name = d.rsplit("/", 1)[1]
             if is_layout(markers):
                 if d == self.s.root:
@@ -237,53 +336,64 @@ class _Walker:
             if d != self.s.root:
                 self._link(parent, name, as_q=False)
 
-    def _children(self, d: str, listing: Sequence[os.DirEntry[str]], todo: _Todo) -> tuple[frozenset[str], frozenset[str]]:
+    def _children(self, d: str, listing: Listing, todo: _Todo) -> tuple[frozenset[str], frozenset[str]]:
         """Record the protected entries of directory `d`; queue the subdirectories not already recorded
         as the same directory. Returns (recorded subdirectories kept, protected names)."""
         qs: set[str] = set()
         subdirs: set[str] = set()
         old = self.s.dirs.get(d)
-        for e in listing:
-            kind = _protected_child(d, e.name)
-            if kind is None and not e.is_dir(follow_symlinks=False):
-                continue  # d_type from the listing: no system call for an ordinary file
-            try:
-                st = e.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise GuardError(f"an entry cannot be examined ({exc.strerror})") from None
+        base = d.rstrip("/") + "/"
+        for name, dst in listing:
+            kind = _protected_child(d, name)
+            if kind is None and dst is None:
+                continue  # not a directory: no system call for an ordinary file
+            path = base + name
+            st = dst
+            if st is None:
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    self._note(GuardError(f"an entry cannot be examined ({exc.strerror})"))
+                    continue
             if kind is not None:
-                if e.path in self.s.dirs:
-                    self._drop_dir(e.path)  # a directory renamed to a protected name: no longer walked
-                self.s.entries[e.path] = self._entry(e.path, d, kind, st)
-                self.fresh.add(e.path)
-                qs.add(e.name)
+                if path in self.s.dirs:
+                    self._drop_dir(path)  # a directory renamed to a protected name: no longer walked
+                self.s.entries[path] = self._entry(path, d, kind, st, listable=dst is not None)
+                self.fresh.add(path)
+                qs.add(name)
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 continue
-            known = self.s.dirs.get(e.path)
-            if old is not None and e.name in old.subdirs and known is not None and known.ident[0] == st.st_dev and known.ident[1] == st.st_ino:
-                subdirs.add(e.name)  # the same directory as before: validated on its own
+            known = self.s.dirs.get(path)
+            if old is not None and name in old.subdirs and known is not None and known.ident[0] == st.st_dev and known.ident[1] == st.st_ino:
+                subdirs.add(name)  # the same directory as before: validated on its own
                 continue
             if known is not None:
-                self._drop_dir(e.path)
-            self.s.entries.pop(e.path, None)
-            todo.append((e.path, st, d))
+                self._drop_dir(path)
+            self.s.entries.pop(path, None)
+            todo.append((path, st, d))
         return frozenset(subdirs), frozenset(qs)
 
     def _relist(self, path: str) -> None:
         """List a recorded directory whose own state changed."""
         rec = self.s.dirs[path]
-        st = _lstat(path)
+        try:
+            st = _lstat(path)
+        except GuardError as exc:
+            self._note(exc)
+            return
         parent = path.rpartition("/")[0]
         if st is None or not stat.S_ISDIR(st.st_mode) or not (st.st_dev == rec.ident[0] and st.st_ino == rec.ident[1]):
             self._drop_dir(path)
             if path == self.s.root:
                 self._root()
             return  # the parent changed as well, and lists what is there now
-        listing = _listdir(path)
-        names = frozenset(e.name for e in listing)
+        listing = self._list(path, _inode(st))
+        if listing is None:
+            return
+        names = frozenset(n for n, _st in listing)
         markers = names & LAYOUT_MARKERS
         if is_layout(markers):
             self._drop_dir(path)
@@ -346,16 +456,23 @@ class _Walker:
         for path, ent in list(self.s.entries.items()):
             if path in self.fresh or path not in self.s.entries:
                 continue
-            st = _lstat(path)
+            st = self._stat(path)
             if st is None:
-                continue  # its directory changed too and was listed again
+                continue  # its directory changed too and was listed again (or a failure was noted)
             parent, _, name = path.rpartition("/")
-            if ent.kind == "layout" and not is_layout({e.name for e in _listdir(path)} & LAYOUT_MARKERS):
-                # No longer a layout (the sweep removed a marker): an ordinary directory again.
-                self.s.entries.pop(path, None)
-                self._walk([(path, st, parent)])
-                continue
-            now = self._entry(path, parent, ent.kind, st)
+            # The same inode as recorded (an identity its directory's listing gave): what lies beneath may
+            # be listed. Another one by this name is new here, whatever lies beneath.
+            same = _inode(st) == ent.ident[:2]
+            if ent.kind == "layout" and same:
+                listing = self._list(path, _inode(st))
+                if listing is None:
+                    continue
+                if not is_layout({n for n, _st in listing} & LAYOUT_MARKERS):
+                    # No longer a layout (the sweep removed a marker): an ordinary directory again.
+                    self.s.entries.pop(path, None)
+                    self._walk([(path, st, parent)])
+                    continue
+            now = self._entry(path, parent, ent.kind, st, listable=same)
             if now != ent:
                 self.s.entries[path] = now
 
@@ -369,11 +486,15 @@ _cache_lock = threading.Lock()
 
 def state_of(root: str, writable: bool) -> TreeState:
     """The current state of tree `root` (incremental from the last one seen for it)."""
+    root = os.path.realpath(root)  # listings are checked against the kernel's (canonical) names
     key = (root, writable)
     with _cache_lock:
         prev = _cache.get(key)
     state = prev.copy() if prev is not None else TreeState(root, writable)
-    _Walker(state).refresh()
+    walker = _Walker(state)
+    walker.refresh()
+    if walker.failed is not None:
+        raise GuardError(walker.failed)
     remember(state)
     return state
 
@@ -457,7 +578,7 @@ def _is_placeholder(path: str, placeholders: frozenset[str]) -> bool:
     if stat.S_ISREG(st.st_mode):
         return st.st_size == 0
     if stat.S_ISDIR(st.st_mode):
-        return not _listdir(path)
+        return _listdir(path) == []  # None: not at `path` itself (reached through a link): nothing of bwrap's
     return False
 
 
@@ -607,8 +728,12 @@ def _remove(path: str) -> bool:
 
 def _rmtree_at(parent: int, name: str) -> None:
     """Remove the directory `name` of `parent` and everything beneath it, through descriptors only: a
-    link anywhere beneath is removed, never followed. Iterative: a deep tree costs descriptors, not stack."""
+    link anywhere beneath is removed, never followed. Iterative: a deep tree costs descriptors, not stack.
+    A branch that cannot be removed (deeper than the process may hold descriptors, swapped meanwhile) does
+    not stop the others: a command must not keep `.github/workflows` by making a deep sibling. The first
+    failure is raised at the end."""
     frames: list[tuple[int, str, list[str]]] = []  # (fd, name in its parent, subdirectories still to remove)
+    failed: list[OSError] = []
 
     def enter(dir_fd: int, child: str) -> None:
         fd = _open_child(child, dir_fd, _CHANGE)
@@ -618,41 +743,75 @@ def _rmtree_at(parent: int, name: str) -> None:
             for entry in it:
                 if entry.is_dir(follow_symlinks=False):
                     subs.append(entry.name)
-                else:
+                    continue
+                try:
                     os.unlink(entry.name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    failed.append(exc)
 
     try:
         enter(parent, name)
         while frames:
             fd, child, subs = frames[-1]
             if subs:
-                enter(fd, subs.pop())
+                try:
+                    enter(fd, subs.pop())
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    failed.append(exc)
                 continue
             frames.pop()
             os.close(fd)
-            os.rmdir(child, dir_fd=frames[-1][0] if frames else parent)
+            try:
+                os.rmdir(child, dir_fd=frames[-1][0] if frames else parent)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                failed.append(exc)
     finally:
         for fd, _child, _subs in frames:
             os.close(fd)
+    if failed:
+        raise failed[0]
 
 
 def _open_shut_dirs(root: str) -> None:
     """Directories beneath `root` the command made unlistable (ours: the same uid) are opened again before
-    looking, each reached from the root without following a link (a rare path: one walk from / each)."""
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        try:
-            fd = _walk_to(d, _LOOK)
-        except OSError:
-            continue
-        try:
-            with os.scandir(fd) as it:
-                stack.extend(os.path.join(d, e.name) for e in it if e.is_dir(follow_symlinks=False))
-        except OSError:
-            pass
-        finally:
+    looking, each reached from its parent's descriptor without following a link: one open per directory
+    (a walk from / for each cost the square of a deep tree's depth). A directory that cannot be reached
+    (one descriptor per level: not past the process's limit) is left as it is."""
+    try:
+        top = _walk_to(root, _LOOK)
+    except OSError:
+        return
+    frames: list[tuple[int, list[str]]] = []  # (readable fd, subdirectories still to open)
+    try:
+        frames.append((top, _subdirs(top)))
+        while frames:
+            fd, subs = frames[-1]
+            if not subs:
+                os.close(fd)
+                frames.pop()
+                continue
+            try:
+                child = _open_child(subs.pop(), fd, _LOOK)
+            except OSError:
+                continue
+            frames.append((child, _subdirs(child)))
+    finally:
+        for fd, _subs in frames:
             os.close(fd)
+
+
+def _subdirs(fd: int) -> list[str]:
+    try:
+        with os.scandir(fd) as it:
+            return [e.name for e in it if _is_dir(e)]
+    except OSError:
+        return []
 
 
 def sweep(before: Observation, *, extras: Iterable[str] = (), placeholders: Iterable[str] = (),
@@ -702,16 +861,18 @@ def _count(ok: bool, report: SweepReport) -> None:
         report.failed += 1
 
 
-def _after(tree: TreeState, state: TreeState | None) -> TreeState:
-    """`tree` brought up to date (from `state`, the last round's, when given)."""
+def _after(tree: TreeState, state: TreeState | None) -> tuple[TreeState, str | None]:
+    """`tree` brought up to date (from `state`, the last round's, when given), and what could not be
+    examined (None: nothing; the state is then complete)."""
     state = (state or tree).copy()
-    try:
-        _Walker(state).refresh()
-    except GuardError:
+    walker = _Walker(state)
+    walker.refresh()
+    if walker.failed is not None:
         _open_shut_dirs(tree.root)
         state = tree.copy()
-        _Walker(state).refresh()
-    return state
+        walker = _Walker(state)
+        walker.refresh()
+    return state, walker.failed
 
 
 class _Held:
@@ -743,9 +904,14 @@ class _Held:
 def _sweep_tree(tree: TreeState, ph: frozenset[str], held: _Held, report: SweepReport) -> None:
     state: TreeState | None = None
     for _ in range(MAX_SWEEP_ROUNDS):
-        state = _after(tree, state)
+        state, unseen = _after(tree, state)
+        # What was found is removed even when part of the tree could not be looked at: that part must not
+        # shield a `.envrc` elsewhere. The sweep fails all the same, since that part may hold more.
         doomed = [p for p in _new_or_changed(tree, state) if not _is_placeholder(p, ph) and not held(p)]
         if not doomed:
+            if unseen is not None:
+                report.failed += 1
+                return
             remember(state)
             report.states[tree.root] = state
             return
@@ -753,4 +919,6 @@ def _sweep_tree(tree: TreeState, ph: frozenset[str], held: _Held, report: SweepR
             _count(_remove(p), report)
         if report.failed:
             return
+        if unseen is not None:
+            state = None  # an incomplete state is no base for the next round: look again from `tree`
     raise GuardError("protected entries kept reappearing in a writable root")

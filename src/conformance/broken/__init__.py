@@ -668,8 +668,9 @@ def _unpinned_bwrap() -> type:
             kept: list[str] = []
             i = 0
             while i < len(args):
-                # A pin is `--bind D D` for a directory D inside a write root; drop it.
-                if args[i] == "--bind" and i + 2 < len(args) and args[i + 1] == args[i + 2] and args[i + 1] not in roots:
+                # A pin is `--bind D D` (`--bind-fd FD D` once anchored) for a directory D inside a write root; drop it.
+                pin = args[i] == "--bind-fd" or (args[i] == "--bind" and i + 2 < len(args) and args[i + 1] == args[i + 2])
+                if pin and i + 2 < len(args) and args[i + 2] not in roots:
                     i += 3
                     continue
                 kept.append(args[i])
