@@ -79,12 +79,12 @@ class TreeProof:
             return rels
         if dirs is None:
             dirs = {os.fsencode(rel.rpartition("/" if isinstance(rel, str) else b"/")[0]) for rel in rels}
-        if self._all_settled(dirs):
+        if self.dirs_settled(dirs):
             return rels  # the usual case: nothing changed beneath the root while rg walked it
         self.forget()
         return [rel for rel in rels if self._regular_now(rel)]
 
-    def _all_settled(self, dirs: set[bytes]) -> bool:
+    def dirs_settled(self, dirs: set[bytes]) -> bool:
         """Whether every directory in `dirs` (relative, "" the root) and above it is a directory settled since the start.
 
         One stat by relative name each, from the root: cheaper than a walk by
@@ -140,9 +140,6 @@ class TreeProof:
             else:
                 out.append(SETTLED if self.settled(st) else CHANGED)
         return out
-
-    def dirs_settled(self, dirs: set[bytes]) -> bool:
-        return self._all_settled(dirs)
 
     def matched(self, rel: bytes) -> tuple[int, int | None]:
         """A file grep reported lines of: SETTLED (its lines stand), GONE (none may be shown: missing, not a
