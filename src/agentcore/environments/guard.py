@@ -172,10 +172,8 @@ def _named(fd: int, path: str) -> bool:
     """Whether the kernel names the directory `fd` holds `path` (canonical)."""
     try:
         return os.readlink(f"/proc/self/fd/{fd}") == path
-    except FileNotFoundError:
-        return True  # no /proc: the name's word is all there is (as before this check)
     except OSError:
-        return False
+        return False  # no /proc either: nothing proves where the name led, so it is not listed
 
 
 def _inode(st: os.stat_result) -> Inode:
