@@ -113,6 +113,20 @@ def test_an_internal_error_is_one_line_and_debug_shows_the_traceback() -> None:
     assert debug.returncode == 70 and "Traceback" in debug.stderr and "kaboom" in debug.stderr
 
 
+def test_the_exit_spares_the_last_collection_and_still_runs_exit_handlers() -> None:
+    """Issue 14 item 9: the interpreter's collection at exit walked every imported object (16 ms of a 150 ms
+    `call`). The console script freezes them first; exit handlers run and the output arrives whole."""
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: sys.stderr.write(f'frozen={gc.get_freeze_count()}\\n'))\n"
+            "sys.argv = ['agentcore', 'tools', '--json']\n"
+            "from agentcore.cli.main import entry\n"
+            "entry()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)) == 13
+    frozen = int(r.stderr.strip().rpartition("frozen=")[2])
+    assert frozen > 10_000  # every object the imports made, not a handful
+
 def _leaf_commands() -> set[tuple[str, ...]]:
     import argparse
 

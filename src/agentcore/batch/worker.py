@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(1)
     _remove_own_tmp()
+    import gc
+
+    gc.freeze()  # as `agentcore` does at exit (cli.main.skip_final_collection): ~300 ms less of a worker's exit
     return 0
 
 

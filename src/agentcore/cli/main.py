@@ -432,7 +432,22 @@ def entry() -> None:
         code = EXIT_PIPE
     except ValueError:  # a transport (the ACP server's) already closed stdout: nothing is left to flush
         pass
+    skip_final_collection()
     sys.exit(code)
+
+
+def skip_final_collection() -> None:
+    """Spare the interpreter's last garbage collection, at exit, the objects that exist now.
+
+    That collection walks every object of every imported module: 20 ms of a
+    150 ms `agentcore call`, and about 300 ms of a process that imported the
+    model providers. It finds nothing to do: every file, database, socket and
+    process of ours is closed explicitly, never by a collector, and the exit
+    handlers (`atexit`) still run.
+    """
+    import gc
+
+    gc.freeze()
 
 
 if __name__ == "__main__":
