@@ -4,7 +4,10 @@ crashed or hung batch."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -115,3 +118,114 @@ def test_a_task_working_in_place_cannot_change_what_later_tasks_start_from(lab: 
     copy = out / "workspaces" / "copied"
     assert (copy / "README.md").read_text() == "# inventory\n" and not (copy / "planted.txt").exists()
     assert (lab.root / "scripts" / "ok.yaml").read_text() == ok_script
+
+
+def test_clearing_an_earlier_copy_never_follows_a_directory_an_agent_swaps_for_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--resume` clears the copy an interrupted attempt left before copying the template again. An agent still
+    writing there (a concurrent task with fs.write on the batch's directory) swaps a directory for a link to
+    elsewhere at the moment the removal meets trouble; the removal must neither chmod nor delete through it."""
+    from agentcore.batch.execute import TaskSpec, prepare_workspace
+
+    template = tmp_path / "template"
+    template.mkdir()
+    (template / "README.md").write_text("inventory\n", encoding="utf-8")
+    copy = tmp_path / "out" / "workspaces" / "t1"
+    (copy / "sub" / "deep").mkdir(parents=True)
+    (copy / "sub" / "deep" / "f.txt").write_text("x", encoding="utf-8")
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)  # empty: an rmdir through the link would delete it
+    outside.chmod(0o751)
+    (outside / "deep").chmod(0o751)
+
+    real_rmdir = os.rmdir
+    swapped: list[bool] = []
+
+    def rmdir_meeting_the_attacker(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.fspath(path) == "deep" and not swapped:  # the agent acts now, while `sub` is being emptied
+            swapped.append(True)
+            os.rename(copy / "sub", copy / "sub.moved")
+            os.symlink(outside, copy / "sub")
+            (copy / "sub.moved" / "deep" / "late.txt").write_text("y", encoding="utf-8")  # this rmdir now fails
+        real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", rmdir_meeting_the_attacker)
+    spec = TaskSpec(id="t1", line=1, prompt="p", manifest=str(tmp_path / "m.yaml"), template=str(template), copy_to=str(copy))
+    try:
+        prepare_workspace(spec)
+    except Exception:
+        pass  # failing closed is fine; acting outside is not
+    monkeypatch.undo()
+    assert swapped
+    assert (outside / "deep").is_dir()  # before the fix: removed through the link
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o751  # before the fix: chmodded 0o700 through the link
+    assert stat.S_IMODE((outside / "deep").stat().st_mode) == 0o751
+
+
+def test_copying_a_template_never_writes_through_a_directory_an_agent_swaps_for_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A concurrent task with fs.write on the batch's directory swaps a directory of another task's copy for a
+    link just after the copy created it: the template's files (a repository's, untrusted) must not be written,
+    nor modes set, where the link points."""
+    from agentcore.batch.execute import TaskSpec, prepare_workspace
+
+    template = tmp_path / "template"
+    (template / "sub").mkdir(parents=True)
+    (template / "sub" / "authorized_keys").write_text("ssh-ed25519 AAAA attacker\n", encoding="utf-8")
+    (template / "sub").chmod(0o700)
+    copy = tmp_path / "out" / "workspaces" / "t1"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o751)
+
+    real_mkdir = os.mkdir
+    swapped: list[bool] = []
+
+    def mkdir_meeting_the_attacker(path: Any, *args: Any, **kwargs: Any) -> None:
+        real_mkdir(path, *args, **kwargs)
+        if os.path.basename(os.fspath(path)) == "sub" and not swapped:  # the agent acts as soon as it appears
+            swapped.append(True)
+            os.rename(copy / "sub", copy / "sub.moved")
+            os.symlink(outside, copy / "sub")
+
+    monkeypatch.setattr(os, "mkdir", mkdir_meeting_the_attacker)
+    spec = TaskSpec(id="t1", line=1, prompt="p", manifest=str(tmp_path / "m.yaml"), template=str(template), copy_to=str(copy))
+    try:
+        prepare_workspace(spec)
+    except Exception:
+        pass  # failing closed is fine; writing outside is not
+    monkeypatch.undo()
+    assert swapped
+    assert not (outside / "authorized_keys").exists()  # before the fix: the template's file written through the link
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o751  # before the fix: chmodded like template/sub
+
+
+def test_copying_a_template_refuses_a_device_instead_of_reading_it_forever(lab: Lab) -> None:
+    template = put(lab.root / "with-device", {"README.md": "# inventory\n"})
+    # /dev/null's numbers: read, it ends at once (the test stays safe before the fix), where /dev/zero's or
+    # /dev/urandom's never would and the copy would fill the disk. Root (the tests' user) may make one.
+    os.mknod(template / "dev", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    tasks = lab.tasks([{"id": "dev", "prompt": "p", "workspace_template": "with-device", "model": lab.script("refused")}])
+    out = lab.root / "out"
+    proc = batch(lab, tasks, out)
+    got = results(out)
+    assert proc.returncode == 1, proc.stderr
+    assert got["dev"]["status"] == "usage" and "cannot copy the workspace template" in got["dev"]["error"]  # before: read and copied
+    assert not (out / "workspaces" / "dev" / "dev").exists()
+
+
+def test_a_workspaces_directory_swapped_for_a_link_gets_no_copy_through_it(tmp_path: Path) -> None:
+    """A template task with fs.write on the batch's directory replaces `OUT/workspaces` with a link: the next
+    task's copy (and the removal of an earlier one) must not land where it points."""
+    from agentcore.batch.execute import TaskSpec, prepare_workspace
+
+    template = put(tmp_path / "template", {"README.md": "# inventory\n"})
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "t2").mkdir(parents=True)  # an "earlier copy" there: a removal through the link would delete it
+    (elsewhere / "t2" / "keep.txt").write_text("keep\n", encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "workspaces").symlink_to(elsewhere)
+    spec = TaskSpec(id="t2", line=1, prompt="p", manifest=str(tmp_path / "m.yaml"), template=str(template),
+                    copy_to=str(tmp_path / "out" / "workspaces" / "t2"))
+    with pytest.raises(Exception):
+        prepare_workspace(spec)
+    assert (elsewhere / "t2" / "keep.txt").read_text(encoding="utf-8") == "keep\n"
+    assert not (elsewhere / "t2" / "README.md").exists()

@@ -32,6 +32,7 @@ session stops them.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
@@ -130,6 +131,7 @@ __all__ = [
     "read_manifest_spec",
     "available_skills",
     "tools_fixed",
+    "remove_tree",
 ]
 
 if TYPE_CHECKING:
@@ -144,6 +146,15 @@ def __getattr__(name: str) -> Any:
         return McpServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+
+def remove_tree(path: str | Path, *, missing_ok: bool = True) -> None:
+    """Remove the absolute `path` and everything beneath it through descriptors only, never following a link
+    (on the way to it or beneath it): for hosts clearing a directory an agent wrote or may still be writing.
+    Raises OSError when something could not be removed."""
+    from .environments.guard import remove_tree as _remove_tree
+
+    _remove_tree(os.fspath(path), missing_ok=missing_ok)
 
 
 # -- the tool catalogue ---------------------------------------------------------------

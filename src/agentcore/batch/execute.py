@@ -13,6 +13,7 @@ a worker reads the variable `api_key_env` names from its own environment.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -20,11 +21,12 @@ import stat
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
 from ..agent.headless import EXIT_CODES, HeadlessOutcome, HeadlessRequest, ModelFlags, run_headless
+from ..api import remove_tree
 
 # How long past its own timeout a run may take to stop before the worker gives up on it.
 GRACE_S = 30.0
@@ -160,12 +162,11 @@ def prepare_workspace(spec: TaskSpec) -> Path:
     if not spec.copy_to:
         raise WorkspaceError("no directory was given for the template's copy")
     try:
-        if dest.exists() or dest.is_symlink():
-            _remove_tree(dest)  # an interrupted attempt's copy: start again from the template
+        _remove_tree(dest)  # an interrupted attempt's copy: start again from the template
         dest.parent.mkdir(parents=True, exist_ok=True)
         # Symbolic links stay links (never followed out of the template); fifos, sockets and devices are errors.
-        shutil.copytree(template, dest, symlinks=True, ignore=_leave_out(_batch_files(spec)))
-    except (OSError, shutil.Error, RecursionError) as exc:  # RecursionError: a tree nested deeper than Python recurses
+        _copy_tree(template, dest, _batch_files(spec))
+    except OSError as exc:
         raise WorkspaceError(f"cannot copy the workspace template {template} to {dest}: {_first(exc)}") from None
     return dest
 
@@ -177,33 +178,115 @@ def _batch_files(spec: TaskSpec) -> frozenset[str]:
     return frozenset(os.path.realpath(p) for p in (os.fspath(Path(spec.copy_to or "").parent), *spec.protect))
 
 
-def _leave_out(skip: frozenset[str]) -> Callable[[str, list[str]], set[str]]:
-    """A `copytree` ignore that leaves out the entries at the paths of `skip` (a link is compared as itself, not its target)."""
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        real = os.path.realpath(directory)
-        return {name for name in names if os.path.join(real, name) in skip}
 
-    return ignore
+def _copy_tree(template: Path, dest: Path, skip: frozenset[str]) -> None:
+    """Copy `template` to the new directory `dest` (modes and times kept) through descriptors only, on both sides.
+    By name, a concurrent agent (another task with fs.write on the batch's directory) could swap a directory of the
+    copy for a link between its creation and the files written into it, and have the template's (a repository's)
+    files written, or chmodded, wherever the link points. Links are copied as links; a fifo, socket or device is
+    an error (reading one could hang or never end); the entries at the paths of `skip` (resolved) are left out."""
+    real = os.path.realpath(template)
+    src = os.open(real, _DIR)
+    try:
+        # The operator's `--out` resolved once; `workspaces` below it never through a link (a concurrent agent's swap).
+        parent = _open_below(os.path.realpath(dest.parent.parent), dest.parent.name)
+    except BaseException:
+        os.close(src)
+        raise
+    top = os.fstat(src)
+    try:
+        os.mkdir(dest.name, 0o700, dir_fd=parent)
+        dst = os.open(dest.name, _DIR, dir_fd=parent)  # O_NOFOLLOW: a link planted in its place is refused
+    except BaseException:
+        os.close(src)
+        raise
+    finally:
+        os.close(parent)
+    # (source fd, copy fd, real path of the source, its stat, names still to copy): a deep tree costs descriptors, not stack
+    frames: list[tuple[int, int, str, os.stat_result, list[str]]] = [(src, dst, real, top, sorted(os.listdir(src), reverse=True))]
+    try:
+        while frames:
+            sfd, dfd, where, st, names = frames[-1]
+            if not names:
+                frames.pop()
+                _keep_mode_and_times(dfd, st)
+                os.close(sfd)
+                os.close(dfd)
+                continue
+            name = names.pop()
+            if os.path.join(where, name) in skip:
+                continue
+            est = os.stat(name, dir_fd=sfd, follow_symlinks=False)
+            if stat.S_ISLNK(est.st_mode):
+                os.symlink(os.readlink(name, dir_fd=sfd), name, dir_fd=dfd)
+            elif stat.S_ISREG(est.st_mode):
+                _copy_file(name, sfd, dfd, est)
+            elif stat.S_ISDIR(est.st_mode):
+                os.mkdir(name, 0o700, dir_fd=dfd)
+                nsfd = _open_same(name, sfd, est, _DIR)
+                try:
+                    ndfd = os.open(name, _DIR, dir_fd=dfd)
+                    frames.append((nsfd, ndfd, os.path.join(where, name), est, sorted(os.listdir(nsfd), reverse=True)))
+                except BaseException:
+                    os.close(nsfd)
+                    raise
+            else:
+                raise OSError(errno.EINVAL, "not a regular file, directory or link", os.path.join(where, name))
+    finally:
+        for sfd, dfd, *_ in frames:
+            os.close(sfd)
+            os.close(dfd)
+
+
+def _open_below(directory: str, name: str) -> int:
+    top = os.open(directory, _DIR)
+    try:
+        return os.open(name, _DIR, dir_fd=top)
+    finally:
+        os.close(top)
+
+
+def _open_same(name: str, dir_fd: int, expected: os.stat_result, flags: int) -> int:
+    """`name` in `dir_fd`, opened without following a link or blocking (a fifo), and still the entry `expected` describes."""
+    fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    if not os.path.samestat(os.fstat(fd), expected):
+        os.close(fd)
+        raise OSError(errno.EAGAIN, "changed while being copied", name)
+    return fd
+
+
+def _copy_file(name: str, src_dir: int, dst_dir: int, st: os.stat_result) -> None:
+    src = _open_same(name, src_dir, st, os.O_RDONLY)
+    try:
+        dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dst_dir)
+        try:
+            with open(src, "rb", closefd=False) as fin, open(dst, "wb", closefd=False) as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+            _keep_mode_and_times(dst, st)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _keep_mode_and_times(fd: int, st: os.stat_result) -> None:
+    os.fchmod(fd, stat.S_IMODE(st.st_mode))
+    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or not path.is_dir():
-        path.unlink()
-        return
-
-    def writable_and_retry(func: Any, name: str, _exc: Any) -> None:
-        # A previous run may have left read-only directories behind.
-        os.chmod(os.path.dirname(name), stat.S_IRWXU)
-        if os.path.isdir(name) and not os.path.islink(name):
-            os.chmod(name, stat.S_IRWXU)
-        func(name)
-
-    shutil.rmtree(path, onerror=writable_and_retry)
+    """Remove `path` if it is there. Through descriptors, never by name: an agent (this task's earlier attempt, or
+    a concurrent task writing the batch's directory) may swap a directory in it for a link while it goes, and a
+    by-name chmod or unlink would then act outside the copy. The operator's `--out` is resolved once (links the
+    operator chose are theirs); from there down no link is followed, and one in the way fails the task."""
+    remove_tree(Path(os.path.realpath(path.parent.parent)) / path.parent.name / path.name)
 
 
 def _first(exc: BaseException) -> str:
     if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
         src, _dst, why = exc.args[0][0]
         return f"{why} ({len(exc.args[0])} file(s) failed, the first {src})"
-    return getattr(exc, "strerror", None) or str(exc)
+    why = getattr(exc, "strerror", None) or str(exc)
+    return f"{why} ({exc.filename})" if isinstance(exc, OSError) and exc.filename is not None else why

@@ -724,6 +724,36 @@ def _remove(path: str) -> bool:
         os.close(pfd)
 
 
+def remove_tree(path: str, *, missing_ok: bool = True) -> None:
+    """Remove the absolute `path` (with everything beneath it, for a directory) through descriptors only: no
+    link on the way to it or beneath it is followed (a link is removed as itself), and a directory its owner
+    made read-only is opened again through its own descriptor, never by name. For a host clearing a directory
+    an agent wrote, or is still writing: a directory swapped for a link meanwhile is not followed out of the
+    tree. Raises OSError when something could not be removed (ELOOP or ENOTDIR: a link where a directory was)."""
+    parent, name = os.path.split(path)
+    if not os.path.isabs(path) or not name or name in (".", ".."):
+        raise OSError(errno.EINVAL, "not an absolute path to an entry", path)
+    try:
+        pfd = _walk_to(parent, _CHANGE)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    try:
+        try:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            if missing_ok:
+                return
+            raise
+        if stat.S_ISDIR(st.st_mode):
+            _rmtree_at(pfd, name)
+        else:
+            os.unlink(name, dir_fd=pfd)
+    finally:
+        os.close(pfd)
+
+
 def _rmtree_at(parent: int, name: str) -> None:
     """Remove the directory `name` of `parent` and everything beneath it, through descriptors only: a
     link anywhere beneath is removed, never followed. Iterative: a deep tree costs descriptors, not stack.
