@@ -10,7 +10,7 @@ from acp_adapter.updates import NOTES_SHOWN, TEXT_CAP, Translator
 
 def _events(chunks: list[str], stream: str = "stdout") -> list[dict[str, Any]]:
     start = {"type": "call_started", "call_id": "c1", "kind": "execute", "title": "bash", "tool": "bash", "session_id": "s"}
-    return [start, *({"type": "output_chunk", "call_id": "c1", "stream": stream, "text": c} for c in chunks)]
+    return [start, *({"type": "output_chunk", "call_id": "c1", "session_id": "s", "stream": stream, "text": c} for c in chunks)]
 
 
 def _sent(chunks: list[str], stream: str = "stdout") -> list[dict[str, Any]]:

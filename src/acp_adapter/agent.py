@@ -96,6 +96,11 @@ class AcpBroker:
         self.headless = headless
 
     async def ask(self, request: AskRequest) -> Choice:
+        state = self._agent.sessions.get(self._sid)
+        if state is None:
+            return "cancelled"  # the session was closed meanwhile: nobody is there to answer
+        # The card the tool_call opened: the same toolCallId the translator gave the call.
+        call_id = state.translator.tool_call_id(request.session_id, request.call_id)
         options = [
             schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
             schema.PermissionOption(option_id="allow_always", name=request.always_label(True), kind="allow_always"),
@@ -104,10 +109,10 @@ class AcpBroker:
         ]
         # The title is one line of the call (a script's first); the content says everything asked, every
         # command included, so a harmless first line cannot stand for what the user approves.
-        content: list[Any] = [schema.TerminalToolCallContent(type="terminal", terminal_id=request.call_id)] \
+        content: list[Any] = [schema.TerminalToolCallContent(type="terminal", terminal_id=call_id)] \
             if self._agent.terminal_output and request.kind == "execute" else []
         content.append(schema.ContentToolCallContent(type="content", content=schema.TextContentBlock(type="text", text="\n".join(request.details()))))
-        tool_call = schema.ToolCallUpdate(tool_call_id=request.call_id, title=printable(request.title), kind=request.kind,  # type: ignore[arg-type]
+        tool_call = schema.ToolCallUpdate(tool_call_id=call_id, title=printable(request.title), kind=request.kind,  # type: ignore[arg-type]
                                           status="pending", raw_input=request.args, content=content)
         response = await self._agent.conn.request_permission(options=options, session_id=self._sid, tool_call=tool_call)
         outcome = response.outcome
@@ -263,9 +268,9 @@ class AgentcoreAcp:
             # answers); it comes back in "ask", so they go as on a live switch of mode, MCP tools included.
             await state.engine.ready(state.session)
             self._apply_mode(state)
-        replay = Translator(state.session.id, terminal_output=self._terminal_output)
+        # Replayed through the session's own translator: the calls of the next prompt get toolCallIds unused so far.
         for event in events:  # everything is sent before the response
-            for update in replay.updates(event, replaying=True):
+            for update in state.translator.updates(event, replaying=True):
                 await self._send(state, update, force=True)
         await self._send(state, available_commands(available_skills(state.engine.manifest, state.session)), force=True)
         return schema.LoadSessionResponse(config_options=self._config_options(state))
