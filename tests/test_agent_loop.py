@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import copy
 import errno
+import http.server
+import json
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,10 @@ import anyio
 import pytest
 
 from agent_support import ALLOW_ALL, manifest, scripted_loop, tool_results, write_script
+from agentcore.agent.config import ModelConfig, open_model
+from agentcore.agent.loop import AgentLoop
+from agentcore.agent.model import RequestSettings
+from agentcore.agent.providers import MAX_RESPONSE_CHARS
 from agentcore.api import AllowAllWatchdog, Engine, Tool, ToolResult, build_catalog
 
 pytestmark = pytest.mark.anyio
@@ -200,6 +207,50 @@ async def test_a_client_error_is_not_retried(ws: Path, tmp_path: Path) -> None:
             result = await loop.run(session, "go")
     assert result.stop_reason == "failed" and "status 400" in (result.error or "")
     assert seen.of("model_retried") == []
+
+
+class _EndlessText(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible server whose answer never ends: 64 KiB of text per event until the client hangs up."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        piece = "x" * 65536
+        try:
+            while self.server.sent < 1 << 30:  # type: ignore[attr-defined]
+                doc = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                       "choices": [{"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}]}
+                data = f"data: {json.dumps(doc)}\n\n".encode()
+                self.wfile.write(data)
+                self.server.sent += len(data)  # type: ignore[attr-defined]
+        except OSError:
+            pass  # the client hung up
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+async def test_a_response_that_never_ends_is_cut_off_and_fails_the_run(ws: Path) -> None:
+    """Every output bounded: a model server streaming without end made the host hold all of it until the
+    request's deadline (10 minutes by default). The response is cut off at MAX_RESPONSE_CHARS, unretried."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EndlessText)
+    server.sent = 0  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        engine = Engine(manifest(ws), watchdog=AllowAllWatchdog())
+        config = ModelConfig(provider="openai-compatible", name="m", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1")
+        async with open_model(config) as client:
+            loop = AgentLoop(engine, client, settings=RequestSettings(timeout_s=60))
+            with engine.open_session() as session, anyio.fail_after(55):
+                result = await loop.run(session, "go")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.stop_reason == "failed"
+    assert f"passed {MAX_RESPONSE_CHARS >> 20} MiB" in (result.error or "") and "after 1 attempt" in (result.error or "")
+    assert server.sent < 4 * MAX_RESPONSE_CHARS  # type: ignore[attr-defined]  # read no further than the cap (and buffers)
 
 
 # -- cancellation -----------------------------------------------------------------------------------

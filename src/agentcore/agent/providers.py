@@ -30,6 +30,10 @@ if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# Characters of one response (text, reasoning, tool calls' names and arguments) before it is cut off. The
+# largest output caps are about 128k tokens (0.5 MB of text); a server that streams without end would
+# otherwise grow this process's memory for as long as the request's deadline lets it (10 minutes).
+MAX_RESPONSE_CHARS = 16 * 1024 * 1024
 _FINISH: dict[str | None, Finish] = {
     "stop": "stop", "tool_call": "tool_calls", "length": "length", "content_filter": "content_filter", "error": "error",
 }
@@ -63,12 +67,19 @@ class PydanticAIClient:
         )
         history = to_pydantic(system, messages)
         streamed = False
+        size = 0
         try:
             async with model_request_stream(self._model, history, model_settings=_settings(settings),
                                             model_request_parameters=params) as stream:
                 async for event in stream:
+                    size += _event_chars(event)
+                    if size > MAX_RESPONSE_CHARS:
+                        raise _TooLarge  # leaving the stream closes the connection: nothing more is read
                     streamed = await _forward(event, on_delta) or streamed
                 response = stream.get()
+        except _TooLarge:
+            raise ProviderError(f"the model's response passed {MAX_RESPONSE_CHARS >> 20} MiB and was cut off", status=None,
+                                retryable=False, partial=streamed) from None
         except Exception as exc:  # every provider failure becomes one ProviderError
             raise self._error(exc, streamed) from None
         return from_pydantic(response)
@@ -107,6 +118,23 @@ def _retry_after(exc: BaseException) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _event_chars(event: Any) -> int:
+    """Characters a stream event adds to the response: its part's (or delta's) text, name and arguments."""
+    part = getattr(event, "part", None) or getattr(event, "delta", None)
+    n = 0
+    for name in ("content", "content_delta", "tool_name", "tool_name_delta", "args", "args_delta"):
+        value = getattr(part, name, None)
+        if isinstance(value, str):
+            n += len(value)
+        elif isinstance(value, dict):  # arguments that arrived whole, already parsed
+            n += len(repr(value))
+    return n
 
 
 async def _forward(event: Any, on_delta: DeltaSink) -> bool:
