@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import gc
 import json
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +38,9 @@ def tool(name: str, schema: Any = None, **extra: Any) -> dict[str, Any]:
 
 
 def bad_engine(tmp_path: Path, tools: list[dict[str, Any]], calls: dict[str, str] | None = None, *, others: dict[str, Any] | None = None,
-               later: list[dict[str, Any]] | None = None, **entry: Any) -> Engine:
+               later: list[dict[str, Any]] | None = None, results: dict[str, Any] | None = None, **entry: Any) -> Engine:
     config = tmp_path / "bad.json"
-    config.write_text(json.dumps({"tools": tools, "calls": calls or {}, "later": later or []}))
+    config.write_text(json.dumps({"tools": tools, "calls": calls or {}, "later": later or [], "results": results or {}}))
     mcp = {"bad": server(BAD, str(config), read=[str(config)], **entry), **(others or {})}
     return Engine(compile_manifest(manifest(mcp), workspace=tmp_path))
 
@@ -114,6 +117,103 @@ async def test_a_servers_regexes_cannot_hang_the_engine(tmp_path: Path) -> None:
         assert keys["type"] == "output"
         # The rest of the schema still holds.
         assert (await engine.call(session, "bad__re", {"x": "a", "y": 1})).to_dict()["metadata"]["error_code"] == "invalid_arguments"
+
+
+@contextmanager
+def loop_held_at_most(seconds: int) -> Iterator[None]:
+    """A bound for the failing case only: SIGALRM interrupts whatever holds the event loop (`re` and jsonschema's Python
+    loops both check for signals), so a hang ends the test with `TimeoutError` instead of stalling the run."""
+
+    def stuck(signum: int, frame: Any) -> None:
+        raise TimeoutError("the event loop was held")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+async def test_a_servers_output_schema_regexes_cannot_hang_the_engine(tmp_path: Path) -> None:
+    """The SDK checks structured content against the tool's listed `outputSchema`, regexes included: a server's
+    catastrophic `pattern` and a result made to match it would hold the event loop (no timeout, no abort, no other
+    session) for good. The result reaches the model as the server sent it (MCP-7); the engine applies no output schema."""
+    out_schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}
+    structured = {"s": "a" * 64 + "b"}
+    results = {"re": {"content": [], "structuredContent": structured}}
+    engine = bad_engine(tmp_path, [tool("re", outputSchema=out_schema)], {"re": "raw"}, results=results, timeout_s=5)
+    with engine.open_session() as session:
+        await engine.ready(session)
+        with loop_held_at_most(30):  # the call's own timeout is 5 s: it cannot fire while the loop is held
+            env = (await engine.call(session, "bad__re", {})).to_dict()
+        await session.stores.tool_source.aclose()
+    assert env["type"] == "output", env
+    assert json.loads(env["data"]["content"]) == structured
+
+
+async def test_unique_items_in_a_servers_schema_cannot_hold_the_engine(tmp_path: Path) -> None:
+    """jsonschema compares the items of an array of objects pairwise for `uniqueItems`: 40 000 small objects from the
+    model (400 KB) would hold the event loop for many minutes. The check must stay linear and mean the same."""
+    schema = {"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}
+    engine = bad_engine(tmp_path, [tool("u", schema)])
+    many = [{"a": i} for i in range(40_000)]
+    with engine.open_session() as session:
+        await engine.ready(session)
+        with loop_held_at_most(30):
+            env = (await engine.call(session, "bad__u", {"x": many})).to_dict()
+        with loop_held_at_most(30):
+            dup = (await engine.call(session, "bad__u", {"x": [*many, {"a": 7.0}]})).to_dict()
+        distinct = (await engine.call(session, "bad__u", {"x": [1, True, [0], [False], {"k": 0}, {"k": False}, "1"]})).to_dict()
+        nested = (await engine.call(session, "bad__u", {"x": [{"k": [1, {"z": None}]}, {"k": [1.0, {"z": None}]}]})).to_dict()
+        await session.stores.tool_source.aclose()
+    assert env["type"] == "output", env
+    assert dup["metadata"]["error_code"] == "invalid_arguments" and "uniqueItems" in dup["error_text"], dup
+    assert distinct["type"] == "output", distinct  # JSON Schema tells true from 1, as jsonschema does
+    assert nested["metadata"]["error_code"] == "invalid_arguments", nested  # 1 and 1.0 are the same number
+
+
+async def test_what_a_listing_keeps_is_bounded_whatever_the_server_sends(tmp_path: Path) -> None:
+    """Each tools/list page may be 16 MiB, and a listing up to 32 pages: what the session keeps of it afterwards must
+    not grow with what was sent (huge descriptions, names, annotation titles, output schemas, schemas that fail the
+    check, the traceback of that failure), only with what is used: a cut description, a checked schema, two hints."""
+    import tracemalloc
+
+    big = 1_000_000
+    oversized = {"type": "object", "properties": {f"p{i}": {} for i in range(big // 10)}}
+
+    def page(n: int) -> list[dict[str, Any]]:
+        return [
+            tool(f"d{n}", description="d" * big),
+            tool(f"n{n}" + "x" * big),
+            tool(f"t{n}", annotations={"title": "t" * big, "readOnlyHint": True}),
+            tool(f"o{n}", outputSchema={"type": "object", "properties": {f"q{i}": {} for i in range(big // 10)}}),
+            tool(f"s{n}", oversized),
+        ]
+
+    config = tmp_path / "bad.json"
+    # A small last page: the SDK's reader holds the last message it passed on until the next one (one message).
+    config.write_text(json.dumps({"pages": [*(page(n) for n in range(6)), [tool("last")]]}))
+    engine = Engine(compile_manifest(manifest({"bad": server(BAD, str(config), read=[str(config)])}), workspace=tmp_path))
+    with engine.open_session() as session:  # a first session: the modules it imports are not counted below
+        await engine.ready(session)
+        await session.stores.tool_source.aclose()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with engine.open_session() as session:
+            with anyio.fail_after(120):
+                status = await status_of(engine, session)
+            gc.collect()
+            kept = tracemalloc.get_traced_memory()[0]
+            [d0] = [t for t in engine.tools(session) if t.id == "bad__d0"]
+            await session.stores.tool_source.aclose()
+    finally:
+        tracemalloc.stop()
+    assert status["state"] == "ready" and {"bad__d0", "bad__t0", "bad__o0", "bad__d5"} <= {t["id"] for t in status["tools"]}, status
+    assert len(d0.description) == 4000 and {t["id"]: t["kind"] for t in status["tools"]}["bad__t0"] == "read"
+    assert kept < 20_000_000, kept  # before: 239 MB kept (the server sends 27 MB of JSON; 32 pages of 16 MiB could be sent)
 
 
 async def test_a_listing_that_is_not_valid_mcp_makes_the_server_unavailable(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ Behaviours of `tools/call`: "ok" (text "ok: <arguments as JSON>"), "garbage" (a 
 that is not JSON-RPC), "huge:N" (a result line of about N bytes), "invalid" (a
 result whose content is not a list), "error" (a JSON-RPC error), "exit" (exit at
 once), "hang" (never answer), "relist" (answer, then replace the tool list with
-CONFIG["later"] and send notifications/tools/list_changed). With CONFIG["relist_always"], every
+CONFIG["later"] and send notifications/tools/list_changed), "raw" (answer with
+CONFIG["results"][tool name] as given). With CONFIG["pages"] (lists of tools), tools/list answers
+page by page (cursor "1", "2", …). With CONFIG["relist_always"], every
 tools/list answer is followed by notifications/tools/list_changed (a server that never stops).
 """
 
@@ -38,6 +40,8 @@ def call(rid: object, behaviour: str, params: dict, state: dict) -> None:
         result(rid, {"content": "not a list"})
     elif behaviour == "error":
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "bad arguments: " + json.dumps(params)}})
+    elif behaviour == "raw":
+        result(rid, state["results"][params.get("name")])
     elif behaviour == "exit":
         os._exit(7)
     elif behaviour == "hang":
@@ -53,7 +57,7 @@ def call(rid: object, behaviour: str, params: dict, state: dict) -> None:
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         config = json.load(f)
-    state = {"tools": config.get("tools", []), "later": config.get("later", [])}
+    state = {"tools": config.get("tools", []), "later": config.get("later", []), "results": config.get("results", {})}
     for line in sys.stdin:
         msg = json.loads(line)
         rid, method, params = msg.get("id"), msg.get("method"), msg.get("params") or {}
@@ -62,6 +66,10 @@ def main() -> None:
         if method == "initialize":
             result(rid, {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
                          "capabilities": {"tools": {"listChanged": True}}, "serverInfo": {"name": "bad", "version": "1"}})
+        elif method == "tools/list" and config.get("pages"):
+            at = int(params.get("cursor") or 0)
+            more = {"nextCursor": str(at + 1)} if at + 1 < len(config["pages"]) else {}
+            result(rid, {"tools": config["pages"][at], **more})
         elif method == "tools/list":
             result(rid, {"tools": state["tools"]})
             if config.get("relist_always"):

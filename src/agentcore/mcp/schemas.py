@@ -11,6 +11,9 @@ The arguments are then validated without the schema's regular expressions
 them): Python's `re` cannot be interrupted, and a server's regex could make
 validating the model's arguments run forever. The server applies its own
 regexes; nothing of the capability check depends on these arguments.
+`uniqueItems` is checked in linear time (jsonschema compares arrays of
+objects pairwise: minutes for a few hundred KB of arguments), with the same
+meaning: `true` differs from `1`, `1` equals `1.0`.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def _mentions(node: Any, key: str) -> bool:
 
 
 def _without_regexes(cls: Any, has_pattern_properties: bool) -> Any:
-    """`cls` with the keywords that run a schema's regexes made inert (see the module docstring)."""
+    """`cls` with the keywords that run a schema's regexes made inert, and `uniqueItems` linear (see the module docstring)."""
     keywords = cls.VALIDATORS
     additional = keywords.get("additionalProperties")
     unevaluated = keywords.get("unevaluatedProperties")
@@ -106,10 +109,40 @@ def _without_regexes(cls: Any, has_pattern_properties: bool) -> Any:
             return iter(())
         return unevaluated(validator, value, instance, schema) or iter(())
 
-    changes: dict[str, Any] = {"pattern": inert, "patternProperties": inert, "additionalProperties": additional_properties}
+    changes: dict[str, Any] = {"pattern": inert, "patternProperties": inert, "additionalProperties": additional_properties,
+                               "uniqueItems": _unique_items}
     if unevaluated is not None:
         changes["unevaluatedProperties"] = unevaluated_properties
     return validators.extend(cls, changes)
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`uniqueItems` by hashing each item's `_equality_key` once (jsonschema's own check is quadratic)."""
+    from jsonschema.exceptions import ValidationError
+
+    if unique and validator.is_type(instance, "array"):
+        keys = {_equality_key(item) for item in instance}
+        if len(keys) != len(instance):
+            yield ValidationError("has non-unique elements")  # never the items: they are the model's text
+
+
+def _equality_key(value: Any) -> Any:
+    """A hashable key equal for two JSON values exactly when JSON Schema calls them equal (depth bounded by the pipeline).
+
+    Booleans are tagged apart from numbers (`True == 1` in Python); numbers keep Python's equality (`1 == 1.0`,
+    equal hashes too); object member order does not count.
+    """
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _equality_key(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("a", tuple(_equality_key(v) for v in value))
+    return ("z", None) if value is None else ("?", id(value))
 
 
 def _pointer(path: Any) -> str:

@@ -12,7 +12,7 @@ that is cut short (deadline or abort) makes the SDK send `notifications/cancelle
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +36,7 @@ _log = logging.getLogger("agentcore.mcp")
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one JSON-RPC message from a server
 MAX_TOOLS = 512  # tools listed per server
 MAX_PAGES = 32  # tools/list pages per listing
+MAX_NAME_KEPT = 100  # characters of a listed tool's name kept: past 64, no name can make a valid id (MCP-2)
 MAX_RESTARTS = 5  # consecutive failed starts before a server is given up
 BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 STABLE_S = 30.0  # a connection that lasted this long resets the restart count
@@ -46,13 +47,21 @@ SWEEP_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
+class Hints:
+    """The annotations of a listed tool that its kind comes from (MCP-6)."""
+
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+
+
+@dataclass(frozen=True)
 class ListedTool:
-    """A tool as the server listed it (not yet checked)."""
+    """A tool as the server listed it, reduced to what is used (`ServerConnection._kept`)."""
 
     name: str
     description: str
-    input_schema: Any
-    annotations: Any
+    input_schema: Any  # None when the check refused it
+    annotations: Hints
     checked: Any = None  # the validator for `input_schema`, or the `SchemaProblem` saying why there is none
 
 
@@ -62,7 +71,8 @@ def _check(schema: Any, secrets: Sequence[str]) -> Any:
     try:
         return check_input_schema(schema, secrets)
     except SchemaProblem as exc:
-        return exc
+        # A new one, without the traceback: its frames hold the refused schema (up to 16 MiB) as long as it is kept.
+        return SchemaProblem(str(exc))
 
 
 class _Fatal(Exception):
@@ -163,15 +173,13 @@ class ServerConnection:
 
     async def _connect_once(self) -> tuple[str, bool]:
         """One connection from start to end; (why it ended, whether restarting is pointless)."""
-        from mcp.client.session import ClientSession
-
         self._broken = anyio.Event()
         self._broken_reason = None
         self._wake = anyio.Event()
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._open(stack)
-                client = await stack.enter_async_context(ClientSession(read, write, message_handler=self._on_message))
+                client = await stack.enter_async_context(_client_session()(read, write, message_handler=self._on_message))
                 with anyio.fail_after(self.plan.startup_timeout_s):
                     await client.initialize()
                     await self._list(client)
@@ -224,29 +232,46 @@ class ServerConnection:
 
         listed: list[ListedTool] = []
         cursor: str | None = None
+        beyond = 0
         self.notes = []
         for _page in range(MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             result = await client.list_tools(params=params)
-            for t in result.tools:
-                desc = t.description or ""
-                listed.append(ListedTool(t.name, desc, t.input_schema, t.annotations))
-            cursor = result.next_cursor
+            cursor, page = result.next_cursor, result.tools
+            del result
+            room = MAX_TOOLS - len(listed)
+            beyond += max(0, len(page) - room)
+            # Each tool is reduced to what is used as soon as its page arrives, and each schema checked here, in
+            # the owner task, one at a time with a checkpoint between them: a page may be 16 MiB and a listing
+            # MAX_PAGES of them, and what the session keeps must not grow with it; a listing of many large schemas
+            # never holds the event loop for long, and the listing's deadline can cut it short.
+            for t in page[:room]:
+                listed.append(self._kept(t))
+                await anyio.lowlevel.checkpoint()
+            del page
             if not cursor or len(listed) >= MAX_TOOLS:
                 break
         if cursor:
-            self.notes.append(f"the listing was cut at {len(listed)} tools")
-        if len(listed) > MAX_TOOLS:
+            self.notes.append(f"the listing was cut at {len(listed) + beyond} tools")
+        if beyond:
             self.notes.append(f"only the first {MAX_TOOLS} tools are used")
-            listed = listed[:MAX_TOOLS]
-        # Each schema is checked here, in the owner task, one at a time with a checkpoint between them: a listing
-        # of many large schemas never holds the event loop for long, and the listing's deadline can cut it short.
-        checked = []
-        for t in listed:
-            checked.append(dataclasses.replace(t, checked=_check(t.input_schema, self.plan.secrets)))
-            await anyio.lowlevel.checkpoint()
-        self.tools = checked
+        self.tools = listed
         self._on_tools(self)
+
+    def _kept(self, t: Any) -> ListedTool:
+        """What is kept of a listed tool: its name (cut past any valid length), its description as the model will
+        see it (MCP-3), its schema only when it passed the check, and the two hints its kind comes from."""
+        from .tool import clean_description
+
+        checked = _check(t.input_schema, self.plan.secrets)
+        annotations = t.annotations
+        return ListedTool(
+            t.name[:MAX_NAME_KEPT],
+            clean_description(t.description or "", self.name, t.name[:MAX_NAME_KEPT], self.plan.scrub),
+            None if isinstance(checked, Exception) else t.input_schema,
+            Hints(getattr(annotations, "read_only_hint", None), getattr(annotations, "destructive_hint", None)),
+            checked,
+        )
 
     # -- transports -----------------------------------------------------------------------
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
@@ -436,6 +461,31 @@ class ServerConnection:
             if self.plan.transport != "stdio":
                 self._break(f"broke the connection ({type(exc).__name__})")
             raise ToolFailure("server_failed", f"the MCP server {self.name} failed during the call ({type(exc).__name__})") from None
+
+
+@functools.cache
+def _client_session() -> type:
+    """The SDK's `ClientSession`, except that it never checks a result against the tool's listed `outputSchema`.
+
+    That check runs the server's regular expressions (`pattern`) on the server's structured content, in the
+    event loop, where Python's `re` cannot be interrupted: a catastrophic pattern would hold every session,
+    every timeout and every abort for good (the reason MCP-3 skips the regexes of input schemas). A schema the
+    server wrote says nothing its result can be trusted for; the result is shown as it came (MCP-7).
+    """
+    from mcp.client.session import ClientSession
+
+    class Session(ClientSession):
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            return None
+
+        def _absorb_tool_listing(self, result: Any, *, complete: bool) -> Any:
+            # The SDK keeps every listed tool's output schema (every page's, up to 16 MiB each) for that check;
+            # never used here, so never kept.
+            for tool in result.tools:
+                tool.output_schema = None
+            return super()._absorb_tool_listing(result, complete=complete)
+
+    return Session
 
 
 def _closed(exc: Exception) -> bool:

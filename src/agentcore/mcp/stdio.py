@@ -10,6 +10,7 @@ reason instead of waiting for their timeout.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -60,6 +61,22 @@ async def process_streams(
     read_send, read_recv = anyio.create_memory_object_stream[Any](0)
     write_send, write_recv = anyio.create_memory_object_stream[Any](0)
 
+    async def forward(line: bytes) -> bool:
+        """Pass one line on as a message; False once the connection is over. A frame of its own: the reader
+        waits for the server's next output holding nothing of the last message (up to 16 MiB, more as objects)."""
+        if not line.strip():
+            return True
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            on_broken("sent output that is not JSON-RPC (malformed message on stdout)")
+            return False
+        try:
+            await read_send.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
     async def reader() -> None:
         lines = _Lines(max_message_bytes)
         async with read_send:
@@ -69,21 +86,12 @@ async def process_streams(
                     on_broken("closed its output (it exited or crashed)")
                     return
                 try:
-                    got = lines.feed(chunk)
+                    got = deque(lines.feed(chunk))
                 except ValueError:
                     on_broken(f"sent a message larger than {max_message_bytes} bytes")
                     return
-                for line in got:
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError:
-                        on_broken("sent output that is not JSON-RPC (malformed message on stdout)")
-                        return
-                    try:
-                        await read_send.send(SessionMessage(message))
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                while got:
+                    if not await forward(got.popleft()):
                         return
 
     async def writer() -> None:
