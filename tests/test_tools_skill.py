@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore.api import Engine, load_manifest
-from agentcore.tools.skill import available_skills, split_front_matter, wrap
+from agentcore.tools.skill import MAX_FOLDERS, MAX_SKILLS, available_skills, split_front_matter, wrap
 from agentcore.watchdog import AllowAllWatchdog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -133,6 +133,28 @@ async def test_first_skill_dir_wins_and_descriptions_for_prompt(tmp_path: Path) 
     assert [(s.name, s.description) for s in infos] == [("dup", "From a."), ("only-b", "Multi line text.")]
     env = await engine.call(session, "skill", {"name": "dup"})
     assert "\nA\n" in env.data["content"]
+
+
+async def test_the_index_is_bounded_whatever_a_repository_holds(tmp_path: Path) -> None:
+    """SKILL-1: every indexed skill's line goes into every model request's system prompt; a repository with
+    thousands of skill folders made it megabytes. At most MAX_SKILLS skills, from the first MAX_FOLDERS entries."""
+    many = tmp_path / "ws" / "many"
+    for i in range(MAX_SKILLS + 40):
+        skill(many, f"s{i:05d}", description="d" * 1000)
+    deep = tmp_path / "ws" / "deep"
+    for i in range(MAX_FOLDERS):
+        (deep / f"a{i:05d}").mkdir(parents=True)  # not skills: examined and skipped
+    skill(deep, "z-last")
+    engine = make_engine(tmp_path, ["many", "deep"])
+    with engine.open_session() as session:
+        names = [s.name for s in available_skills(engine.manifest, session)]
+        assert names == [f"s{i:05d}" for i in range(MAX_SKILLS)]
+        env = await engine.call(session, "skill", {"name": f"s{MAX_SKILLS:05d}"})
+        assert env.type == "error" and env.error_code == "unknown_skill"
+    (tmp_path / "d").mkdir()
+    only_deep = make_engine(tmp_path / "d", [str(deep)])
+    with only_deep.open_session() as session:
+        assert available_skills(only_deep.manifest, session) == []  # z-last lies past the first MAX_FOLDERS entries
 
 
 async def test_symlink_out_of_scope_is_not_followed(tmp_path: Path) -> None:

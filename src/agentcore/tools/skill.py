@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 SKILL_FILE = "SKILL.md"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _MAX_DESCRIPTION = 1024
+# A repository's content decides what its skill directories hold, and every indexed skill's line goes into the
+# system prompt of every model request: 10,000 skills made a 10 MB prompt, paid for on every turn.
+MAX_SKILLS = 256  # skills indexed per session
+MAX_FOLDERS = 4096  # entries examined per skill directory, the first by name (each costs a read)
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,9 @@ def skill_index(manifest: "CompiledManifest", session: "Session", fs: "ScopedFS"
     descriptions: dict[str, str] = {}
     limit = manifest.limits.read_bytes
     for directory in manifest.skill_dirs:
-        for folder in _list_dir(fs, directory):
+        for folder in _list_dir(fs, directory)[:MAX_FOLDERS]:
+            if len(index) >= MAX_SKILLS:
+                break
             if folder.startswith(".") or folder in index:
                 continue  # hidden folders are not skills; earlier skill dirs win
             try:
