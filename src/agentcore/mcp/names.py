@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from ..manifest.spec import MCP_SERVER_NAME, MCP_SERVER_NAME_MAX
 
 SEPARATOR = "__"
+MAX_DESCRIPTION = 4000  # characters of a listed tool's description kept (MCP-3)
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -41,3 +43,12 @@ def server_of(ident: str) -> str | None:
     """The server part of an MCP tool id, or None when `ident` has no `__`."""
     head, sep, _rest = ident.partition(SEPARATOR)
     return head if sep else None
+
+
+def clean_description(text: str, server: str, name: str, scrub: Callable[[str], str] = str) -> str:
+    """The server's description, white space collapsed, secrets scrubbed (MCP-1) and bounded; a fixed text when it gives none (MCP-3)."""
+    # Scrubbed first: before white space is collapsed (a value may hold some) and before the cut.
+    text = " ".join(scrub(text).split()) if text else ""
+    if not text:
+        return f"The tool {name} of the MCP server {server} (it gives no description)."
+    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"

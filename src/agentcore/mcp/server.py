@@ -26,6 +26,7 @@ import anyio.lowlevel
 from ..environments.base import EnvironmentUnavailable
 from ..errors import ToolFailure
 from .config import ServerPlan
+from .names import clean_description
 
 if TYPE_CHECKING:
     from ..environments.base import SpawnedProcess
@@ -261,8 +262,6 @@ class ServerConnection:
     def _kept(self, t: Any) -> ListedTool:
         """What is kept of a listed tool: its name (cut past any valid length), its description as the model will
         see it (MCP-3), its schema only when it passed the check, and the two hints its kind comes from."""
-        from .tool import clean_description
-
         checked = _check(t.input_schema, self.plan.secrets)
         annotations = t.annotations
         return ListedTool(

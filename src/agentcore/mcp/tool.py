@@ -13,11 +13,12 @@ under. The rules then decide on the tool id (default `ask`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Refusal
 from ..tools.base import CallContext, Tool, ToolResult
 from ..vocabulary import AcpKind
+from .names import clean_description
 from .render import render_result
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from ..manifest.compiled import EffectiveCapabilities
     from .server import ServerConnection
 
-MAX_DESCRIPTION = 4000
 MAX_PROGRESS_NOTES = 100  # per call: a server's progress notifications cannot flood the call's observers
 
 
@@ -43,15 +43,6 @@ def kind_for(annotations: Any, verified_read_only: bool) -> AcpKind:
     if read_only is False:
         return "delete" if getattr(annotations, "destructive_hint", None) is True else "edit"
     return "other"
-
-
-def clean_description(text: str, server: str, name: str, scrub: Callable[[str], str] = str) -> str:
-    """The server's description, white space collapsed, secrets scrubbed (MCP-1) and bounded; a fixed text when it gives none (MCP-3)."""
-    # Scrubbed first: before white space is collapsed (a value may hold some) and before the cut.
-    text = " ".join(scrub(text).split()) if text else ""
-    if not text:
-        return f"The tool {name} of the MCP server {server} (it gives no description)."
-    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
 
 
 def _covered(grant: "EffectiveCapabilities", effective: "EffectiveCapabilities") -> bool:
