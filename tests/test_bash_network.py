@@ -212,3 +212,85 @@ async def test_a_manifest_deny_rule_on_a_listed_host_is_enforced_by_the_proxy(ma
     assert sentinel.connection_count() == 0  # the denied host was never contacted
     assert [(e["decision"], e["port"], e["code"]) for e in decisions(env)] == [
         ("allow", server.port, "allowed"), ("deny", sentinel.port, "denied_by_rule")]
+
+
+FLOOD = """\
+import socket, sys
+port, count = int(sys.argv[1]), int(sys.argv[2])
+for i in range(count):
+    with socket.create_connection(("127.0.0.1", 3128)) as c:
+        c.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n" % port)
+        while c.recv(4096):
+            pass
+print("done", count)
+"""
+
+
+async def test_the_decisions_a_command_makes_the_proxy_log_are_bounded(
+    make_agent: Callable[..., Any], lab: Lab, server: RecordingServer, sentinel: Sentinel
+) -> None:
+    """Every output bounded: a command looping on refused connections makes one decision each, and
+    before, every one of them rode on the envelope (a 10-minute loop: hundreds of MB for the model)."""
+    (lab.ws / "flood.py").write_text(FLOOD)
+    agent = make_agent(lab.ws, bash_manifest([arity("python3", 3)], hosts=[f"127.0.0.1:{server.port}"],
+                                             watchdog_enabled=False))
+    env = await agent.call("bash", {"command": f"python3 flood.py {sentinel.port} 2000"})
+    data = assert_ran(env)
+    assert data["output"].strip() == "done 2000", data
+    metadata = env.to_dict()["metadata"]
+    network = metadata["network"]
+    assert len(network) <= 100
+    assert all(e["decision"] == "deny" and e["port"] == sentinel.port for e in network)
+    assert metadata["network_omitted"] == 2000 - len(network)
+    assert sentinel.connection_count() == 0
+
+
+# Takes the relay's channel (same uid, same pid namespace: pidfd_getfd), hands the proxy a TCP socket it made
+# itself with SO_LINGER set and unsent data queued (its peer, kept open, never reads), and has it refused.
+LINGER = """\
+import ctypes, os, signal, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+relay = None
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"-c" in argv and argv[argv.index(b"-c") + 2].isdigit():
+            relay = (int(pid), int(argv[argv.index(b"-c") + 2]))
+fd = libc.syscall(438, os.pidfd_open(relay[0]), relay[1], 0)  # pidfd_getfd
+assert fd >= 0, ctypes.get_errno()
+channel = socket.socket(fileno=fd)
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)  # the accepted end gets the smallest window
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+x = socket.create_connection(listener.getsockname())
+y, _ = listener.accept()
+x.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+x.sendall(b"z" * 100000)  # y never reads: most of it stays queued on x
+x.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+socket.send_fds(channel, [b"c"], [x.fileno()])
+x.close()  # the proxy holds the last reference now
+y.sendall(b"CONNECT 10.0.0.1:1 HTTP/1.1\\r\\n\\r\\n")  # refused: the proxy answers on x, then closes it
+print("sent", flush=True)
+signal.pause()
+"""
+
+
+@pytest.mark.timeout(120)
+async def test_a_lingering_socket_handed_to_the_proxy_does_not_hold_the_host(
+    make_agent: Callable[..., Any], lab: Lab, server: RecordingServer
+) -> None:
+    """Before, the proxy's close of that socket blocked the host's event loop for the linger time (here an
+    hour): the call's 3 s timeout could not fire, nor could anything else of the host."""
+    (lab.ws / "linger.py").write_text(LINGER)
+    agent = make_agent(lab.ws, bash_manifest([arity("python3", 1)], hosts=[f"127.0.0.1:{server.port}"],
+                                             watchdog_enabled=False))
+    env = await agent.call("bash", {"command": "python3 linger.py", "timeout_ms": 3000})
+    data = assert_ran(env)
+    assert data["output"] == "sent\n" and data["timed_out"] is True, data
+    assert env.to_dict()["metadata"]["duration_ms"] < 60_000
+    assert [(e["decision"], e["code"]) for e in decisions(env)] == [("deny", "host_not_allowed")]
+    assert server.requests == []

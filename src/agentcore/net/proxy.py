@@ -25,6 +25,7 @@ import os
 import re
 import socket
 import stat
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -136,7 +137,7 @@ class FilteringProxy:
             if sock is None:
                 continue
             if self._active >= MAX_CONNECTIONS:
-                sock.close()
+                _close_without_linger(sock.detach())
                 continue
             self._active += 1  # counted before the task starts: the bound holds for a burst
             group.start_soon(self._serve_socket, sock)
@@ -145,10 +146,10 @@ class FilteringProxy:
         try:
             client = await anyio.abc.SocketStream.from_socket(sock)
         except BaseException:
-            sock.close()
+            _close_without_linger(sock.detach())
             self._active -= 1
             raise
-        await self._handle(client)
+        await self._handle(client, sock)
 
     # ---------------------------------------------------------------- handling
 
@@ -166,17 +167,22 @@ class FilteringProxy:
             entry["pattern"] = pattern.canonical
         self._log(entry)
 
-    async def _handle(self, client: SocketStream) -> None:
+    async def _handle(self, client: SocketStream, sock: socket.socket) -> None:
         try:
-            async with client:
-                try:
-                    await self._handle_one(client)
-                except Exception:
-                    # Never let one connection take the proxy down, and never
-                    # forward after an unexpected error (a failing log included).
-                    await _send_refusal(client, "internal_error")
+            try:
+                await self._handle_one(client)
+            except Exception:
+                # Never let one connection take the proxy down, and never
+                # forward after an unexpected error (a failing log included).
+                await _send_refusal(client, "internal_error")
         finally:
-            self._active -= 1
+            # The descriptor is closed here, not by the event loop: see _close_without_linger.
+            fd = sock.detach()
+            try:
+                await client.aclose()  # unregisters the descriptor at once; the loop's own close is now a no-op
+            finally:
+                _close_without_linger(fd)
+                self._active -= 1
 
     async def _handle_one(self, client: SocketStream) -> None:
         method: str | None = None
@@ -295,9 +301,37 @@ async def _receive_fds(channel: socket.socket, maxfds: int) -> list[int] | None:
             return None
         if not data:
             for fd in fds:
-                os.close(fd)
+                _close_without_linger(fd)
             return None
         return fds
+
+
+_NO_LINGER = struct.pack("ii", 0, 0)
+
+
+def _close_without_linger(fd: int) -> None:
+    """Close `fd`, switching SO_LINGER off right before, with nothing run in between.
+
+    A received socket comes from inside the sandbox, which may have set SO_LINGER on it
+    (also later, through a copy it kept): closing the last reference of a socket with
+    unsent data then blocks in close(), non-blocking or not, for the linger time, and
+    that close runs in the event loop, holding every session, timeout and abort of the host.
+    """
+    if fd < 0:
+        return  # already closed (by the event loop, after the connection broke)
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:  # not a socket (or not one Python can wrap): nothing lingers
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
+    except OSError:
+        pass
+    sock.close()
 
 
 def _adopt_tcp(fd: int) -> socket.socket | None:
@@ -308,18 +342,16 @@ def _adopt_tcp(fd: int) -> socket.socket | None:
             return None
         sock = socket.socket(fileno=fd)
     except OSError:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+        _close_without_linger(fd)
         return None
     try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)  # see _close_without_linger
         ok = sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
         sock.getpeername()  # connected (an accepted connection always is)
     except OSError:
         ok = False
     if not ok:
-        sock.close()
+        _close_without_linger(sock.detach())
         return None
     return sock
 

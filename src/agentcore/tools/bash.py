@@ -23,6 +23,9 @@ from . import _schemas
 from .base import CallContext, Tool, ToolResult
 
 SHELL = "/bin/bash"
+# The proxy decisions a call's envelope carries (ENVL-7); the rest are only counted. A command opens
+# connections in a loop at thousands a second, and each one is a decision.
+MAX_NETWORK_DECISIONS = 100
 
 
 class BashTool(Tool):
@@ -84,6 +87,8 @@ class BashTool(Tool):
         if spool.truncated:
             data["head"] = data["output"]
         extra = {"network": runtime.extra["network"]} if "network" in runtime.extra else {}
+        if runtime.extra.get("network_omitted"):
+            extra["network_omitted"] = runtime.extra["network_omitted"]  # decisions past MAX_NETWORK_DECISIONS
         if outcome.protected_removed:
             extra["protected_removed"] = outcome.protected_removed  # a count only: never which paths (ENVL-6)
         if outcome.walk_bounded:
@@ -98,7 +103,17 @@ class BashTool(Tool):
         # the relay alone); every connection the relay accepts arrives here as a descriptor.
         host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         decisions: list[dict[str, Any]] = []
-        proxy = FilteringProxy(tuple(runtime.manifest.effective.net_hosts), decisions.append,
+        omitted = 0
+
+        def log(entry: dict[str, Any]) -> None:
+            # Bounded: the first decisions are kept, the others counted (every output bounded).
+            nonlocal omitted
+            if len(decisions) < MAX_NETWORK_DECISIONS:
+                decisions.append(entry)
+            else:
+                omitted += 1
+
+        proxy = FilteringProxy(tuple(runtime.manifest.effective.net_hosts), log,
                                denied=manifest_host_denies(runtime.manifest.rules))
         proxy_done = anyio.Event()
 
@@ -126,5 +141,6 @@ class BashTool(Tool):
                 host_end.close()
         # Every proxy decision (host, port, verdict, reason code; never paths or queries) rides on the envelope.
         runtime.extra["network"] = decisions
+        runtime.extra["network_omitted"] = omitted
         return outcome
 
