@@ -148,6 +148,7 @@ def _inherited_denies(parent: CompiledManifest, start: int) -> list[CompiledRule
                 expanded=cr.expanded,
                 perm_rank=cr.perm_rank,
                 anchor=cr.anchor,
+                paths_only=cr.paths_only,
             )
         )
     return out

@@ -42,7 +42,9 @@ class PathPattern:
             path = _SLASH_RUN.sub("/", path)
         if self._literal is not None:
             return path == self._literal
-        return self._regex.match(path) is not None
+        # fullmatch: the translated regex ends in `$`, which also matches before a final newline, so
+        # `match` let `/ws/**` cover `/ws\n`, a sibling of the workspace outside every grant.
+        return self._regex.fullmatch(path) is not None
 
     def could_contain(self, directory: str) -> bool:
         """True when something under `directory` might match (used for search roots)."""

@@ -31,6 +31,10 @@ class CapabilityResult:
     subjects: list[Subject] = field(default_factory=list)
     resolved: dict[str, Any] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)  # what was compared, for `explain`
+    # Subjects whose decision counts only when it is a deny or a rule's ask (PERM-3): the missing parents a
+    # write would create (creating one writes it), and, for a tool other than `read` reading a path, `read`
+    # of it (what a tool reads it can reveal: `edit`, whether a string is there and how often).
+    guards: list[Subject] = field(default_factory=list)
 
 
 def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Path, base: Path, out: CapabilityResult) -> None:
@@ -66,6 +70,7 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
                     raise CapabilityRefused("out_of_scope", f"{access.arg}: a missing parent directory is outside the fs.write scope")
                 if write_protection(d, manifest.protected_files) is not None:
                     raise CapabilityRefused("protected", f"{access.arg}: a missing parent directory is protected")
+                out.guards.append(Subject(tool, "fs.write", "path", d))
                 parent = parent.parent
     out.checks.append(
         {"access": f"{capability} {access.arg}", "canonical": p, "scope": [s.expanded for s in scope], "in_scope": ok}
@@ -77,6 +82,8 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
     _refuse_hard_link(p, st, access.arg)
     out.resolved[access.arg] = path
     out.subjects.append(Subject(tool, capability, "path", p))
+    if access.mode == "read" and tool != "read" and not access.tree:  # search results: PERM-14, one by one
+        out.guards.append(Subject("read", "fs.read", "path", p))
 
 
 def _net(access: NetAccess, tool: str, manifest: CompiledManifest, out: CapabilityResult) -> None:

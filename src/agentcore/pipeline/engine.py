@@ -35,7 +35,7 @@ from ..manifest.compiled import CompiledManifest
 from ..manifest.intersect import stricter_environment
 from ..patterns.globtext import glob_escape
 from ..rules.evaluator import Decision, Subject
-from ..rules.model import CompiledRule
+from ..rules.model import ACTION_RANK, CompiledRule
 from ..runtime import ProcessSurface, Runtime, ScopedFS
 from ..session import ClientFiles, Session
 from ..tools.base import CallContext, Location, Tool, ToolResult
@@ -456,7 +456,13 @@ class Engine:
 
     async def _stage_rules(self, c: _Call) -> Envelope | None:
         assert c.cap is not None
-        c.worst, c.decisions = c.session.rule_evaluator.evaluate_all(c.cap.subjects)
+        evaluator = c.session.rule_evaluator
+        c.worst, c.decisions = evaluator.evaluate_all(c.cap.subjects)
+        # A directory the write creates, `read` of what another tool reads: a deny, or a rule asking first, holds (PERM-3).
+        held = [d for d in map(evaluator.evaluate, c.cap.guards) if d.action == "deny" or (d.action == "ask" and d.rule is not None)]
+        if held:
+            c.decisions = [*c.decisions, *held]
+            c.worst = max(c.decisions, key=lambda d: ACTION_RANK[d.action])
         if c.trace.enabled:
             subjects = [{"subject": d.subject.describe() if d.subject else "", **d.to_json()} for d in c.decisions]
             c.trace.add("permission", c.worst.action, subjects=subjects)

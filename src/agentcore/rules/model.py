@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +11,17 @@ from typing import Callable, Container, Iterable, Literal
 from wcmatch import fnmatch as wcfnmatch
 
 from ..errors import CompileError
-from ..patterns.globtext import MAX_GLOBSTAR_RUNS, _tokens, dangling_escape, glob_literal_count, glob_literal_prefix, globstar_runs, has_wildcard
+from ..patterns.globtext import (
+    MAX_GLOBSTAR_RUNS,
+    _tokens,
+    dangling_escape,
+    glob_escape,
+    glob_literal_count,
+    glob_literal_prefix,
+    glob_unescape,
+    globstar_runs,
+    has_wildcard,
+)
 from ..patterns.path import compile_path_pattern
 from ..textdata import did_you_mean
 from ..variables import Bindings, expand
@@ -72,6 +83,7 @@ class CompiledRule:
     expanded: str
     perm_rank: int
     anchor: Path | None
+    paths_only: bool = False  # a deny's pattern with its literal directory resolved (`linked_variant`): paths only
     _matchers: dict[str, tuple[Callable[..., bool] | None, int, bool, str]] = field(default_factory=dict, repr=False)
     _suffixes: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -104,6 +116,8 @@ class CompiledRule:
 
     def _build_suffix(self, kind: SubjectKind) -> str:
         text = self.expanded
+        if self.paths_only and kind != "path":
+            return ""
         if text == "*" or kind in ("none", "host"):
             return ""  # host patterns match on the parsed host and port, not the value text
         if kind == "path":
@@ -120,6 +134,8 @@ class CompiledRule:
 
     def _build(self, kind: SubjectKind) -> tuple[Callable[..., bool] | None, int, bool, str]:
         text = self.expanded
+        if self.paths_only and kind != "path":
+            return None, 0, False, ""
         if text == "*":
             return (lambda value, subject=None: True), 0, False, ""
         if kind == "none":
@@ -139,7 +155,8 @@ class CompiledRule:
                 return None, 0, False, ""  # wcmatch would drop the backslash that the literal counts keep
             regex = re.compile(wcfnmatch.translate(text, flags=wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX | wcfnmatch.CASE)[0][0])
             exact = not has_wildcard(text)
-            return (lambda value, subject=None, _r=regex: _r.match(value) is not None), glob_literal_count(text), exact, glob_literal_prefix(text)
+            # fullmatch, as for paths: `$` alone would also accept the value with a newline appended.
+            return (lambda value, subject=None, _r=regex: _r.fullmatch(value) is not None), glob_literal_count(text), exact, glob_literal_prefix(text)
         if kind == "host":
             from ..net.hosts import compile_host_pattern
 
@@ -219,4 +236,42 @@ def compile_rules(
             if kind is not None and text != "*" and cr.matcher(kind)[0] is None:
                 raise CompileError(f"pattern is not a valid {kind} pattern for {perm}", location=where)
             out.append(cr)
+            if rule.action == "deny" and text != "*" and kind in (None, "path"):
+                linked = linked_variant(text, anchor)
+                if linked is not None:
+                    out.append(CompiledRule(rule=rule, expanded=linked, perm_rank=cr.perm_rank, anchor=anchor, paths_only=True))
     return tuple(out)
+
+
+def linked_variant(text: str, anchor: Path | None) -> str | None:
+    """The path pattern `text` with its literal directory (the whole path, for an exact pattern) resolved
+    through the symlinks there now; None when nothing resolves differently or `text` is no path pattern.
+
+    Values are canonical paths (REQ-5), so a deny naming `ws/keys/**` where `keys` links to `ws/store`
+    would match nothing while `read keys/id.pem` reads `ws/store/id.pem`: a deny means the files it
+    names, by whatever name they are reached. Only denies get this (more denies never allow anything);
+    an allow or ask resolved through a link the agent made could outrank a rule the user wrote.
+    Symlinks in the wildcard part of a pattern, or made after compilation, are not followed.
+    """
+    try:
+        pp = compile_path_pattern(text, text, anchor=anchor)
+    except CompileError:
+        return None
+    parts = pp.expanded.split("/")
+    cut = len(parts) if pp.exact else next((i for i, part in enumerate(parts) if has_wildcard(part)), None)
+    if cut is None:
+        return None
+    literal = glob_unescape("/".join(parts[:cut]))
+    # The split must agree with the whole pattern's reading (an escaped `/`, a class spanning one).
+    prefix = glob_literal_prefix(pp.expanded)
+    if not literal or not (prefix == literal if pp.exact else prefix.startswith(literal + "/")):
+        return None
+    try:
+        real = os.path.realpath(literal)
+    except (OSError, ValueError):
+        return None
+    if real == literal:
+        return None
+    if cut == len(parts):
+        return glob_escape(real)
+    return "/".join([glob_escape(real).rstrip("/"), *parts[cut:]])
