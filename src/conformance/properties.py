@@ -32,6 +32,8 @@ TOOL_CAPABILITIES: dict[str, frozenset[str]] = {
     "bash": frozenset({"shell.run", "fs.read", "fs.write"}),
     "web_fetch": frozenset({"net.fetch"}), "web_search": frozenset({"net.fetch"}),
 }
+# PERM-3: a tool that reads a file's content (not a search) also answers to the `read` rules for that path.
+READS_CONTENT = frozenset({"edit", "bash"})
 # Table 2 (and TRUNC-3): the exact `data` fields of each locked tool.
 DATA_FIELDS: dict[str, tuple[frozenset[str], ...]] = {
     "read": (frozenset({"path", "content", "start_line", "end_line", "total_lines", "next_offset"}),
@@ -242,7 +244,7 @@ def _rule_violations(call: CallInfo, refusal: Mapping[str, Any], text: str, rule
     out: list[Violation] = []
     if listed is not None:
         rule = listed[index] if index < len(listed) else None
-        applies = {"*", call.tool} | TOOL_CAPABILITIES.get(call.tool, frozenset())
+        applies = {"*", call.tool} | TOOL_CAPABILITIES.get(call.tool, frozenset()) | ({"read"} if call.tool in READS_CONTENT else set())
         if rule is None or rule.get("action") != "deny" or rule.get("permission") not in applies:
             out.append(Violation(f"/metadata/refusal/rule_index: {scope} rule {index} is not a deny rule for {call.tool} (PERM-13)", EXTENSION))
         elif not _names_rule(text, scope, index, rule):
