@@ -484,3 +484,39 @@ def test_only_a_session_whose_tools_cannot_change_keeps_its_prompt_unchecked(tmp
         assert "- read (read): Reads a file another way." in system and "Reads a file another way." not in first[0]
         assert [s.description for s in specs if s.name == "read"] == [other.description]
         assert cache.get(fixed, session)[0] is system and fixed.lookups == 2
+
+
+async def test_a_subagent_keeps_its_parents_session_asks(ws: Path, tmp_path: Path) -> None:
+    """A host's session-scope `ask` (here: ask before any write) holds in a subagent as in its parent.
+    Before, only session denies were copied: a headless parent's write was refused, but the agent could
+    have a general subagent make it, unasked."""
+    engine = Engine(manifest(ws, tools=["write", "task"]), watchdog=AllowAllWatchdog())
+    script = write_script(tmp_path / "s.yaml", [
+        {"tool_calls": [{"tool": "task", "args": {"description": "w", "prompt": "write it"}}]},
+        {"tool_calls": [{"tool": "write", "args": {"path": "planted.txt", "content": "x\n"}}]},
+        {"text": "done"},
+        {"text": "the subagent is done"},
+    ])
+    async with scripted_loop(engine, script) as (loop, seen):
+        with engine.open_session(headless=True) as session:
+            session.add_session_rule("write", "*", "ask")
+            await loop.run(session, "delegate")
+    (child_write,) = [e for e in seen.of("call_finished") if e.session_id != session.id]
+    assert child_write.envelope.refusal is not None and child_write.envelope.refusal["code"] == "headless"
+    assert not (ws / "planted.txt").exists()
+
+
+async def test_a_finished_subagents_session_is_let_go(ws: Path, tmp_path: Path) -> None:
+    """A closed child session is dropped from its parent's `children`: before, every `task` call of a
+    long-lived session left its child (rules, stores, skill cache) behind for good, and every abort walked them all."""
+    engine = Engine(manifest(ws, tools=["read", "task"]), watchdog=AllowAllWatchdog())
+    turns: list[dict[str, Any]] = []
+    for _ in range(3):
+        turns += [{"tool_calls": [{"tool": "task", "args": {"description": "d", "prompt": "p"}}]}, {"text": "child"}]
+    turns.append({"text": "parent"})
+    script = write_script(tmp_path / "s.yaml", turns)
+    async with scripted_loop(engine, script) as (loop, seen):
+        with engine.open_session() as session:
+            result = await loop.run(session, "delegate")
+            assert result.text == "parent" and len(seen.of("run_started")) == 4
+            assert session.children == []

@@ -131,7 +131,7 @@ async def test_child_is_limited_by_parent(setup: dict[str, Any]) -> None:
     child_engine, child_session, prompt, description = seen[0]
     assert (prompt, description) == ("read things", "look")
     assert child_session.parent is session and child_session.depth == 1 and child_session.closed
-    assert child_session in session.children
+    assert child_session not in session.children  # let go once closed
     assert not child_session.workdir.exists()
     assert child_engine.watchdog is engine.watchdog and child_engine.broker is engine.broker
     assert child_session.headless == session.headless
@@ -470,3 +470,76 @@ async def test_a_named_child_expands_the_variables_as_its_parent_does(tmp_path: 
         env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})
     assert env.ok, env.error_text
     assert sorted(json.loads(env.data["result"]).values()) == ["o.txt", "u.txt", "w.txt"]
+
+
+async def test_a_parents_session_denies_keep_their_parents_expansion(tmp_path: Path) -> None:
+    """A parent's session deny written with a variable holds in the child where it held in the parent.
+    Before, it was expanded again with the child's bindings: with the parent's `roots` naming a second root
+    and the child naming none, `{workspace}/secret/**` lost the second root in the child, which read its secret."""
+    ws, extra = tmp_path / "ws", tmp_path / "extra"
+    for d in (ws, extra):
+        (d / "secret").mkdir(parents=True)
+        (d / "secret" / "k.txt").write_text("K")
+    allow = [{"permission": "*", "pattern": "*", "action": "allow"}]
+    write(tmp_path / "child.yaml", {"name": "child", "tools": ["read"], "environment": "none", "rules": allow,
+                                    "requires": {"fs": {"read": ["{workspace}/**", f"{extra}/**"]}}})
+    parent = write(tmp_path / "parent.yaml", {"name": "parent", "tools": ["read", "task"], "environment": "none", "rules": allow,
+                                              "roots": ["extra"], "requires": {"fs": {"read": ["{workspace}/**"]}},
+                                              "agents": {"child": "child.yaml"}})
+    engine = Engine(load_manifest(parent, workspace=ws), watchdog=AllowAllWatchdog())
+    secrets = [str(ws / "secret" / "k.txt"), str(extra / "secret" / "k.txt")]
+    engine.subagent_runner = reader_runner(secrets, [])  # type: ignore[attr-defined]
+    with engine.open_session() as session:
+        session.add_session_rule("read", "{workspace}/secret/**", "deny")
+        for path in secrets:
+            assert (await engine.call(session, "read", {"path": path})).error_code == "denied"
+        env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})
+    assert env.ok, env.error_text
+    assert json.loads(env.data["result"]) == {p: "permission:denied" for p in secrets}
+
+
+async def test_a_childs_own_roots_do_not_widen_its_sandbox(tmp_path: Path) -> None:
+    """A root the child's manifest names, which the parent's sandbox does not show, is not shown to the child's
+    either (SUB-2: never wider). Before, the child's `roots` went into its sandbox's read roots as they were:
+    its commands could read a directory neither manifest's fs.read grants, and the parent's sandbox hides."""
+    ws, private = tmp_path / "ws", tmp_path / "private"
+    for d in (ws, private, ws / "sub"):
+        d.mkdir(exist_ok=True)
+    allow = [{"permission": "*", "pattern": "*", "action": "allow"}]
+    write(tmp_path / "child.yaml", {"name": "child", "tools": ["read"], "environment": "none", "rules": allow,
+                                    "roots": ["private", "ws/sub"], "requires": {"fs": {"read": ["{workspace}/**"]}}})
+    parent = write(tmp_path / "parent.yaml", {"name": "parent", "tools": ["read", "task"], "environment": "none", "rules": allow,
+                                              "requires": {"fs": {"read": ["{workspace}/**"]}}, "agents": {"child": "child.yaml"}})
+    engine = Engine(load_manifest(parent, workspace=ws), watchdog=AllowAllWatchdog())
+    seen: list[Any] = []
+    engine.subagent_runner = reader_runner([], seen)  # type: ignore[attr-defined]
+    with engine.open_session() as session:
+        assert (await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})).ok
+    child_engine = seen[0][0]
+    shown = child_engine.environment()[1].read_roots
+    assert private not in shown and not any(private in p.parents for p in shown)
+    assert private not in engine.environment()[1].read_roots
+    assert child_engine.manifest.workspace_roots == (ws, ws / "sub")  # a root inside what the parent shows stays
+
+
+async def test_a_parents_session_deny_holds_against_a_childs_own_allow(tmp_path: Path) -> None:
+    """A parent's session deny is pinned in a named child, as its manifest denies are: no allow of the child's,
+    however specific, turns it into an allow. Before, it was copied unpinned, so a child manifest allowing
+    `{workspace}/secret/k.txt` read the file the parent's session deny on `{workspace}/secret/**` refused the parent."""
+    ws = tmp_path / "ws"
+    (ws / "secret").mkdir(parents=True)
+    (ws / "secret" / "k.txt").write_text("K")
+    write(tmp_path / "child.yaml", {"name": "child", "tools": ["read"], "environment": "none",
+                                    "rules": [{"permission": "read", "pattern": "{workspace}/secret/k.txt", "action": "allow"}],
+                                    "requires": {"fs": {"read": ["{workspace}/**"]}}})
+    parent = write(tmp_path / "parent.yaml", {"name": "parent", "tools": ["read", "task"], "environment": "none",
+                                              "rules": [{"permission": "*", "pattern": "*", "action": "allow"}],
+                                              "requires": {"fs": {"read": ["{workspace}/**"]}}, "agents": {"child": "child.yaml"}})
+    engine = Engine(load_manifest(parent, workspace=ws), watchdog=AllowAllWatchdog())
+    engine.subagent_runner = reader_runner(["secret/k.txt"], [])  # type: ignore[attr-defined]
+    with engine.open_session() as session:
+        session.add_session_rule("read", "{workspace}/secret/**", "deny")
+        assert (await engine.call(session, "read", {"path": "secret/k.txt"})).error_code == "denied"
+        env = await engine.call(session, "task", {"description": "d", "prompt": "p", "agent": "child"})
+    assert env.ok, env.error_text
+    assert json.loads(env.data["result"]) == {"secret/k.txt": "permission:denied"}

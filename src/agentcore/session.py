@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -138,6 +138,21 @@ class Session:
         self._session_rule_count += 1
         self._engine = None
 
+    def inherit_session_rules(self, rules: Sequence[CompiledRule], *, pin_denies: bool = False) -> None:
+        """Append another (a parent) session's compiled rules to the session scope, renumbered after this scope's.
+
+        Taken as compiled, not expanded again: a variable keeps the values it had where the rule was written
+        (a parent's `{workspace}` names the parent's roots, whatever roots the child's manifest names).
+        `pin_denies` pins every deny among them (a subagent's: SUB-3)."""
+        numbering: dict[int, int] = {}
+        for cr in rules:
+            index = numbering.setdefault(cr.rule.index, self._session_rule_count + len(numbering))
+            pinned = cr.rule.pinned or (pin_denies and cr.rule.action == "deny")
+            self._session_rules.append(CompiledRule(rule=replace(cr.rule, index=index, pinned=pinned), expanded=cr.expanded,
+                                                    perm_rank=cr.perm_rank, anchor=cr.anchor, paths_only=cr.paths_only))
+        self._session_rule_count += len(numbering)
+        self._engine = None
+
     def set_session_rules(self, rules: Sequence[tuple[str, str, str]], *, pinned: Sequence[tuple[str, str]] = (),
                           transient: Sequence[tuple[str, str, str]] = ()) -> None:
         """Replace the session scope: the sidecar rule, then `pinned` denies (permission, pattern), then
@@ -206,7 +221,7 @@ class Session:
         if self.closed:
             return
         self.abort()
-        for child in self.children:
+        for child in list(self.children):  # each child leaves the list as it closes
             child.close()
         for callback in self._on_close:
             try:
@@ -216,6 +231,9 @@ class Session:
         self._cleanup()
         self.sidecar_budget.close()
         self.closed = True
+        # A closed child is let go: a long-lived parent would otherwise keep every subagent session it ever had.
+        if self.parent is not None and self in self.parent.children:
+            self.parent.children.remove(self)
 
     def __enter__(self) -> "Session":
         return self

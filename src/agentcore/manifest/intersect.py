@@ -33,6 +33,7 @@ from .compiled import CompiledManifest, EffectiveCapabilities
 
 if TYPE_CHECKING:
     from ..net.hosts import HostPattern
+    from ..variables import Bindings
 
 __all__ = ["host_covers", "intersect", "path_covers", "shell_covers", "stricter_environment"]
 
@@ -169,6 +170,18 @@ def _origins(fs_read: Iterable[PathPattern], fs_write: Iterable[PathPattern]) ->
     return out
 
 
+def _shown_roots(parent: CompiledManifest, child: CompiledManifest) -> "Bindings":
+    """The child's bindings with only the workspace roots the parent's sandbox shows too.
+
+    A sandbox shows its manifest's workspace roots whatever fs.read says (ENV-5), so a root of the
+    child's own `roots` outside the parent's roots and fs.read bases would be a view the parent lacks.
+    The first root is the parent's workspace, always kept; the child's rules are compiled already.
+    """
+    shown = [*map(os.fspath, parent.workspace_roots), *(os.fspath(p.base) for p in parent.effective.fs_read)]
+    roots = tuple(r for r in child.bindings.values.get("workspace", ()) if any(is_within(r, s) for s in shown))
+    return replace(child.bindings, values={**child.bindings.values, "workspace": roots})
+
+
 def intersect(parent: CompiledManifest, child: CompiledManifest) -> CompiledManifest:
     """The child manifest restricted to what the parent's effective set allows."""
     pe, ce = parent.effective, child.effective
@@ -199,6 +212,7 @@ def intersect(parent: CompiledManifest, child: CompiledManifest) -> CompiledMani
         limits=limits,
         environment=stricter_environment(parent.environment, child.environment),
         protected_files=protected,
+        bindings=_shown_roots(parent, child),
         # A child sees the whole root only when both do (SUB-2: never wider than the parent).
         sandbox_view="full" if parent.sandbox_view == child.sandbox_view == "full" else "minimal",
     )

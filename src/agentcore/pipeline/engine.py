@@ -707,14 +707,15 @@ def _session_tool(session: Session, tool_id: str) -> "SessionTool | None":
 
 
 def _inherit_rules(parent: Session, child: Session) -> None:
-    """Project rules, and the parent's session denies, apply to a subagent's session too."""
+    """Project rules, and the parent's session denies and asks, apply to a subagent's session too (SUB-3).
+
+    Only the narrowing actions: a session allow (an "always" answer) never reaches a child. An ask is kept
+    too, or a general child would do unasked what the parent's session asks about (a headless parent: denied).
+    The rules go over as compiled, so a variable means what it meant in the parent, and every deny is
+    pinned there: the child's own manifest allows, which the parent never had, must not override it.
+    """
     child.set_project_rules(tuple(r for r in parent.rule_evaluator.rules if r.rule.scope == "project"))
-    seen: set[tuple[str, str]] = set()
-    for cr in sorted(parent.session_rules, key=lambda r: not r.rule.pinned):  # a pinned deny stays pinned in the child
-        key = (cr.rule.permission, cr.rule.pattern)
-        if cr.rule.action == "deny" and key not in seen:
-            seen.add(key)
-            child.add_session_rule(cr.rule.permission, cr.rule.pattern, "deny", pinned=cr.rule.pinned)
+    child.inherit_session_rules([cr for cr in parent.session_rules if cr.rule.action in ("deny", "ask")], pin_denies=True)
 
 
 def _ask_subjects(decisions: Sequence[Decision]) -> tuple[Subject, ...]:
