@@ -82,8 +82,8 @@ def _fs(access: FsAccess, tool: str, manifest: CompiledManifest, session_dir: Pa
     _refuse_hard_link(p, st, access.arg)
     out.resolved[access.arg] = path
     out.subjects.append(Subject(tool, capability, "path", p))
-    if access.mode == "read" and tool != "read" and not access.tree:  # search results: PERM-14, one by one
-        out.guards.append(Subject("read", "fs.read", "path", p))
+    if access.mode == "read" and not access.tree:  # search results: PERM-14, one by one
+        out.guards.append(Subject("read", "fs.read", "path", p))  # for `read` itself, its own subject (dropped)
 
 
 def _net(access: NetAccess, tool: str, manifest: CompiledManifest, out: CapabilityResult) -> None:

@@ -459,7 +459,8 @@ class Engine:
         evaluator = c.session.rule_evaluator
         c.worst, c.decisions = evaluator.evaluate_all(c.cap.subjects)
         # A directory the write creates, `read` of what another tool reads: a deny, or a rule asking first, holds (PERM-3).
-        held = [d for d in map(evaluator.evaluate, c.cap.guards) if d.action == "deny" or (d.action == "ask" and d.rule is not None)]
+        guards = [g for g in c.cap.guards if g not in c.cap.subjects]  # `read`'s own subject is judged already
+        held = [d for d in map(evaluator.evaluate, guards) if d.action == "deny" or (d.action == "ask" and d.rule is not None)]
         if held:
             c.decisions = [*c.decisions, *held]
             c.worst = max(c.decisions, key=lambda d: ACTION_RANK[d.action])

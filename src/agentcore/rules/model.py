@@ -155,8 +155,9 @@ class CompiledRule:
                 return None, 0, False, ""  # wcmatch would drop the backslash that the literal counts keep
             regex = re.compile(wcfnmatch.translate(text, flags=wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX | wcfnmatch.CASE)[0][0])
             exact = not has_wildcard(text)
-            # fullmatch, as for paths: `$` alone would also accept the value with a newline appended.
-            return (lambda value, subject=None, _r=regex: _r.fullmatch(value) is not None), glob_literal_count(text), exact, glob_literal_prefix(text)
+            # `match`, unlike paths: `$` also accepts one final newline, which the shell ignores, so a deny of
+            # `rm *.txt` still holds for `rm a.txt` written with one (fail closed); `a\nb` is never accepted.
+            return (lambda value, subject=None, _r=regex: _r.match(value) is not None), glob_literal_count(text), exact, glob_literal_prefix(text)
         if kind == "host":
             from ..net.hosts import compile_host_pattern
 
