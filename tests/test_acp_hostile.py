@@ -15,15 +15,9 @@ import pytest
 
 from acp_adapter.updates import TEXT_CAP
 from acp_support import RecordingClient, Wire, acp_agent, text_block
+from agent_support import write_script
 
 pytestmark = pytest.mark.anyio
-
-
-def _script(path: Path, turns: list[dict[str, Any]]) -> Path:
-    import yaml
-
-    path.write_text(yaml.safe_dump(turns, sort_keys=False))
-    return path
 
 
 @pytest.fixture
@@ -72,7 +66,7 @@ async def test_a_refused_path_never_reaches_the_editor_as_a_location(setup: dict
     had the editor open it although the engine refused the call. Only an allowed call shows where it works."""
     outside = setup["tmp"] / "outside.txt"
     outside.write_text("outside\n")
-    script = _script(setup["tmp"] / "s.yaml", [
+    script = write_script(setup["tmp"] / "s.yaml", [
         {"tool_calls": [
             {"tool": "read", "args": {"path": str(outside)}, "expect": {"type": "error"}},
             {"tool": "read", "args": {"path": "../outside.txt"}, "expect": {"type": "error"}},
@@ -97,7 +91,7 @@ async def test_a_command_flooding_its_output_sends_the_editor_a_bounded_amount(s
     out as it came, so a command that prints without end sent the editor everything until its time limit. The
     envelope (and its sidecar) still has what the command printed."""
     (setup["ws"] / "big.txt").write_text(("y" * 1023 + "\n") * 8 * 1024)  # 8 MiB
-    script = _script(setup["tmp"] / "s.yaml", [
+    script = write_script(setup["tmp"] / "s.yaml", [
         {"tool_calls": [{"tool": "bash", "args": {"command": "cat big.txt"}}]},
         {"text": "done"},
     ])
@@ -119,7 +113,7 @@ async def test_a_subagent_cannot_reuse_a_call_id_its_parent_shows(setup: dict[st
     """The model names its calls; a subagent's loop made its ids unique in the child session only, so a child call
     could take the id of its parent's `task` card (or any other card of the thread): the editor, which keys its cards
     by toolCallId, showed the child's call, its permission request and its result on the parent's card."""
-    script = _script(setup["tmp"] / "s.yaml", [
+    script = write_script(setup["tmp"] / "s.yaml", [
         {"tool_calls": [{"tool": "read", "args": {"path": "a.txt"}, "id": "shown"},
                         {"tool": "task", "args": {"description": "d", "prompt": "work"}, "id": "dup"}]},
         {"tool_calls": [{"tool": "write", "args": {"path": "child.txt", "content": "x"}, "id": "dup"},
@@ -144,7 +138,7 @@ async def test_a_subagent_cannot_reuse_a_call_id_its_parent_shows(setup: dict[st
 async def test_a_huge_call_id_is_not_repeated_in_every_update(setup: dict[str, Any]) -> None:
     """The call id goes into every update of the call (twice with terminal output): a model naming its call with
     100,000 characters multiplied them by the number of updates; control characters went to the editor as is."""
-    script = _script(setup["tmp"] / "s.yaml", [
+    script = write_script(setup["tmp"] / "s.yaml", [
         {"tool_calls": [{"tool": "bash", "args": {"command": "echo hi"}, "id": "c" * 100_000},
                         {"tool": "read", "args": {"path": "a.txt"}, "id": "x\x1b]52;c;aGk=\x07"}]},
         {"text": "done"},
@@ -168,7 +162,7 @@ async def test_skills_the_agent_wrote_cannot_flood_or_drive_the_command_menu(
         (d / "SKILL.md").write_text(f"---\nname: s{i}\ndescription: \"ok \\e]52;c;aGk=\\a\\e[2J {'d' * 1000}\"\n---\nx\n")
     manifest = write_manifest({"name": "acp-skills", "tools": ["read", "skill"],
                                "requires": {"fs": {"read": ["{workspace}/**"]}}, "skills": {"paths": ["{workspace}/skills"]}})
-    script = _script(tmp_path / "s.yaml", [{"text": "x"}])
+    script = write_script(tmp_path / "s.yaml", [{"text": "x"}])
     client, wire = RecordingClient(), Wire()
     async with acp_agent(client, "--manifest", str(manifest), "--model", f"script:{script}", "--db", str(tmp_path / "db"),
                          cwd=tmp_path, wire=wire) as (conn, _proc):

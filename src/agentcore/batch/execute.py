@@ -285,8 +285,5 @@ def _remove_tree(path: Path) -> None:
 
 
 def _first(exc: BaseException) -> str:
-    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
-        src, _dst, why = exc.args[0][0]
-        return f"{why} ({len(exc.args[0])} file(s) failed, the first {src})"
     why = getattr(exc, "strerror", None) or str(exc)
     return f"{why} ({exc.filename})" if isinstance(exc, OSError) and exc.filename is not None else why
