@@ -61,7 +61,7 @@ import anyio
 from ..paths import PathRefused, open_nofollow
 from ..protected import PROTECTED_DIRS
 from ..timestamps import recent
-from . import seccomp
+from . import hostfacts, seccomp
 from .base import Environment, EnvironmentUnavailable, OutputSink, ProcessOutcome, SandboxPolicy, SpawnedProcess
 from .procgroup import run_process_group, spawn_process_group
 
@@ -276,7 +276,12 @@ def _resolve_protected(p: Path, view: _View, seen: dict[str, os.stat_result | No
 
 
 def _lock_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"agentcore-bwrap-{os.getuid()}"
+    return _lock_dir_in(tempfile.gettempdir())
+
+
+@functools.lru_cache(maxsize=8)
+def _lock_dir_in(tmp: str) -> Path:
+    return Path(tmp) / f"agentcore-bwrap-{os.getuid()}"
 
 
 def empty_file() -> Path:
@@ -394,20 +399,6 @@ class _Facts:
     system: tuple[tuple[str, str], ...] | None  # view "minimal": (path, symlink text or "") per system entry; None: "/" shown
 
 
-class _Real:
-    """`os.path.realpath` memoised for one observation: the plan resolves the same roots several times,
-    and one observation should see each path once anyway."""
-
-    def __init__(self) -> None:
-        self._seen: dict[object, Path] = {}
-
-    def __call__(self, p: Path | str) -> Path:
-        got = self._seen.get(p)
-        if got is None:
-            got = self._seen[p] = Path(os.path.realpath(p))
-        return got
-
-
 DirState = tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
 _system_memo: dict[str, tuple[tuple[tuple[str | None, DirState | None], ...], tuple[tuple[str, str], ...]]] = {}
 
@@ -481,12 +472,12 @@ def _shown(system: tuple[tuple[str, str], ...] | None) -> tuple[Path, ...]:
     return (Path("/"),) if system is None else tuple(Path(p) for p, link in system if not link)
 
 
-def _write_roots(st: _Static, real_of: _Real) -> list[Path]:
+def _write_roots(st: _Static, host: hostfacts.Observation) -> list[Path]:
     roots: list[Path] = []
     for r in st.write_roots:
-        if not os.path.exists(r):
+        if not host.fact(r).exists:
             raise EnvironmentUnavailable(f"write root {r} does not exist")
-        real = real_of(r)
+        real = host.real(r)
         if real == Path("/") or any(_inside(real, x) for x in _REPLACED):
             raise EnvironmentUnavailable(f"write root {real} cannot be bound into the sandbox")
         if real not in roots:
@@ -494,21 +485,21 @@ def _write_roots(st: _Static, real_of: _Real) -> list[Path]:
     return sorted(roots, key=_depth_key)
 
 
-def _hidden_trees(st: _Static, granted: Sequence[Path], real_of: _Real) -> list[Path]:
+def _hidden_trees(st: _Static, granted: Sequence[Path], host: hostfacts.Observation) -> list[Path]:
     """View "full": the existing user areas to empty, outermost only, minus those a read root holds whole."""
     hidden_trees: list[Path] = []
     for t in st.hidden_trees:
-        real = real_of(t)
-        if real.is_dir() and real != Path("/") and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
+        real = host.real(t)
+        if host.fact(t).is_dir and real != Path("/") and not any(_inside(real, x) for x in (*_REPLACED, TMP)):
             hidden_trees.append(real)
     # A read root that holds a whole user area (fs.read on `/**` or `/home/**`) grants all of it.
     hidden_trees = [t for t in hidden_trees if not any(_inside(t, g) for g in granted)]
     return _outermost(sorted(set(hidden_trees), key=_depth_key))
 
 
-def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], shown: tuple[Path, ...], real_of: _Real) -> list[Path]:
+def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], shown: tuple[Path, ...], host: hostfacts.Observation) -> list[Path]:
     """The existing read-denied paths (canonical, outermost only) and our lock directory when it would show."""
-    denied = [real_of(d) for d in st.read_denied if os.path.lexists(d)]
+    denied = [f.real for f in host.facts(st.read_denied) if f.lexists]
     lock_dir = _lock_dir()
     if not _View(roots, [], hidden_trees=hidden_trees, shown=shown).hidden(lock_dir):
         denied.append(lock_dir)  # the placeholder locks are ours alone
@@ -517,18 +508,18 @@ def _denied_paths(st: _Static, roots: list[Path], hidden_trees: list[Path], show
     return _outermost(sorted(set(denied), key=_depth_key))
 
 
-def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path], real_of: _Real) -> list[Path]:
+def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path], host: hostfacts.Observation) -> list[Path]:
     """Read roots bound again where the sandbox would otherwise hide them, never inside a write root
     (that would take writability away) or a denial."""
     wanted = list(st.read_roots)
     if st.network == "proxy":
         # The relay runs on this interpreter: its installation must stay visible (not only the binary).
-        wanted += [real_of(sys.base_prefix), _python()]
+        wanted += [host.real(sys.base_prefix), _python()]
     read_roots: list[Path] = []
     for r in wanted:
-        if not os.path.exists(r):
+        if not host.fact(r).exists:
             continue  # files too: fs.read may grant a single file inside a hidden tree
-        real = real_of(r)
+        real = host.real(r)
         if any(_inside(real, x) for x in _REPLACED):
             continue  # /dev and /proc are the sandbox's own; host content is never shown there
         if hiding.writable(real) or any(_inside(real, d) for d in denied) or not hiding.hidden(real):
@@ -540,20 +531,20 @@ def _rebound_read_roots(st: _Static, hiding: "_View", denied: list[Path], real_o
 
 def _observe(st: _Static) -> _Facts:
     empty = empty_file()  # also creates the private directory, which may need masking below
-    real_of = _Real()
-    roots = _write_roots(st, real_of)
-    granted = [real_of(r) for r in st.read_roots if os.path.lexists(r)]
+    host = hostfacts.Observation()
+    roots = _write_roots(st, host)
+    granted = [f.real for f in map(host.fact, st.read_roots) if f.lexists]
     # fs.read on `/**` shows everything anyway: the root itself is then bound, as for view "full".
     system = None if st.view == "full" or Path("/") in granted else _system_entries()
-    hidden_trees = _hidden_trees(st, granted, real_of) if system is None else []
+    hidden_trees = _hidden_trees(st, granted, host) if system is None else []
     shown = _shown(system)
 
-    denied = _denied_paths(st, roots, hidden_trees, shown, real_of)
-    read_roots = _rebound_read_roots(st, _View(roots, denied, hidden_trees=hidden_trees, shown=shown), denied, real_of)
+    denied = _denied_paths(st, roots, hidden_trees, shown, host)
+    read_roots = _rebound_read_roots(st, _View(roots, denied, hidden_trees=hidden_trees, shown=shown), denied, host)
     view = _View(roots, denied, read_roots, hidden_trees, shown)
 
-    real_cwd = real_of(st.cwd)
-    if not real_cwd.is_dir():
+    real_cwd = host.real(st.cwd)
+    if not host.fact(st.cwd).is_dir:
         raise EnvironmentUnavailable("the working directory does not exist")
     if view.hidden(real_cwd):
         raise EnvironmentUnavailable("the working directory is hidden inside the sandbox (read-denied, private /tmp or a hidden user area)")
@@ -564,14 +555,14 @@ def _observe(st: _Static) -> _Facts:
     relay: Path | None = None
     if st.network == "proxy":
         assert st.relay_script is not None  # _static set it
-        relay = real_of(st.relay_script)
-        if not relay.is_file():
+        relay = host.real(st.relay_script)
+        if not host.fact(st.relay_script).is_file:
             raise EnvironmentUnavailable("the network relay script does not exist")
         for needed in (relay, _python()):
             if any(_inside(needed, d) for d in view.denied):
                 raise EnvironmentUnavailable("the network relay or its interpreter is inside a read-denied path")
 
-    denied_dirs = tuple(False if view.hidden(d, by_denial=False) else os.path.isdir(d) for d in denied)
+    denied_dirs = tuple(False if view.hidden(d, by_denial=False) else host.fact(d).is_dir for d in denied)
     return _Facts(
         empty=empty,
         roots=tuple(roots),
@@ -687,6 +678,7 @@ def build_plan(policy: SandboxPolicy) -> _Plan:
 def _build_plan_uncached(policy: SandboxPolicy) -> _Plan:
     """The same plan with every cache bypassed (for tests comparing the two)."""
     _system_memo.clear()
+    hostfacts.clear()
     return _plan_from.__wrapped__(_observe(_make_static(policy)))
 
 
@@ -839,7 +831,8 @@ def _remove_listed(fd: int, root: Path) -> None:
 
 
 def _lock_roots(policy: SandboxPolicy) -> list[Path]:
-    roots = {Path(os.path.realpath(r)) for r in policy.write_roots if Path(r).is_absolute()}
+    host = hostfacts.Observation()
+    roots = {host.real(r) for r in policy.write_roots if os.path.isabs(r)}
     return sorted(roots)
 
 

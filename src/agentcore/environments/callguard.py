@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .. import gitconfig
 from ..protected import global_protected, is_git_layout, load_config, markers_in, protected_reason
-from . import guard
+from . import guard, hostfacts
 from .base import EnvironmentUnavailable, SandboxPolicy
 from .gitenv import git_env
 
@@ -64,11 +64,12 @@ def _repos(obs: guard.Observation, anchors: Iterable[str]) -> list[gitconfig.Rep
             out.append(gitconfig.repo_at(path))
         elif entry.kind == "layout" and is_git_layout(markers_in(path)):
             out.append(gitconfig.bare_repo(path))  # a virtual environment names no hooks
-    for a in anchors:
+    host = hostfacts.Observation()  # the ancestors' `.git`s outside the workspace are the same call after call
+    for a in dict.fromkeys(anchors):
         cur = a
         while True:
             dotgit = os.path.join(cur, ".git")
-            if os.path.lexists(dotgit):
+            if host.fact(dotgit).lexists:
                 out.append(gitconfig.repo_at(dotgit))
             parent = os.path.dirname(cur)
             if parent == cur:

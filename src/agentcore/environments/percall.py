@@ -24,8 +24,11 @@ from . import callguard, calltree, guard
 from .denies import manifest_denies, read_deny_permissions, write_deny_permissions
 
 # A tree walk that took less than this last time runs on the event loop: handing it to a
-# worker thread and back costs 0.1-0.2 ms, more than the walk of a small workspace.
-INLINE_WALK_S = 0.001
+# worker thread and back costs 0.1-0.2 ms, more than the walk of a small workspace. That walk
+# takes 0.3 ms at rest but up to 1.7 ms right after a sandbox exits (the kernel is still
+# tearing its mounts down): at 1 ms, one call in ten went to a thread, and then the next one.
+# A loop blocked for 4 ms delays nothing a person or a protocol peer would notice.
+INLINE_WALK_S = 0.004
 # A command that ran longer than this may have made a tree too big to sweep quickly: its sweep goes to a thread.
 INLINE_SWEEP_AFTER_S = 0.05
 _WALK_COSTS_MAX = 64
