@@ -8,6 +8,7 @@ plain evaluation without any quick reject.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,11 @@ def test_path_suffix_never_rejects_a_match(pattern: str, values: list[str]) -> N
         suffix = cr.literal_suffix("path")
         for v in values:
             if fn(v):
-                assert v.startswith(prefix)
-                assert v.endswith(suffix) or v[-1:] in ("/", "\n"), (pattern, v, suffix)
+                # The evaluator reads a run of slashes as one before its quick reject, as the matchers do.
+                n = re.sub("/+", "/", v)
+                assert fn(n), (pattern, v)
+                assert n.startswith(prefix), (pattern, v, prefix)
+                assert n.endswith(suffix) or n[-1:] in ("/", "\n"), (pattern, v, suffix)
 
 
 @settings(max_examples=300, deadline=None)
