@@ -3,11 +3,14 @@ fresh lookup gives, whatever changed in between, and nothing is kept that a chan
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 
 from agentcore.environments import SandboxPolicy, bwrap, hostfacts
 from agentcore.environments.hostfacts import Observation, _look
+from agentcore.timestamps import recent
 
 LATER = 10**19  # an observation "now" long after every stamp: every directory counts as settled
 NAMES = ["a", "b", "c"]
@@ -151,3 +155,103 @@ def test_a_kept_answer_costs_no_lookup_of_the_path_itself(root: Path, monkeypatc
     looked: list[str] = []
     monkeypatch.setattr(hostfacts, "_look", lambda p: looked.append(p) or _look(p))
     assert Observation(now_ns=LATER).fact(target) == first and looked == []  # only its directories were examined
+
+
+def _settled(p: Path) -> None:
+    """Wait until every directory on the way to `p` counts as settled by the real clock (an attacker can wait too)."""
+    dirs = [d for d in map(Path, hostfacts._ancestors(str(p))) if d.is_dir()]
+    deadline = time.monotonic() + 20
+    while any(recent(d.stat().st_ctime_ns, time.time_ns()) for d in dirs):
+        assert time.monotonic() < deadline, "the directories never settled"
+
+
+def _policy(ws: Path, denied: Path) -> SandboxPolicy:
+    return SandboxPolicy(cwd=ws, write_roots=(ws,), read_denied=(denied,), read_roots=(denied.parent,), protected=(),
+                         env={"PATH": "/usr/bin:/bin"})
+
+
+def test_a_loop_of_links_is_looked_up_again_when_its_far_link_changes(root: Path) -> None:
+    """`realpath` leaves a loop as it is: `.env` -> `sub/l/.env` with `sub/l` -> `..` looks like a path without a
+    link. Re-pointing `sub/l` changes only `sub`, which no ancestor of `.env` is: the loop must not have been kept."""
+    ws = root / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "d").mkdir()
+    (ws / "d" / ".env").write_text("machine x password y")
+    (ws / ".env").symlink_to("sub/l/.env")
+    (ws / "sub" / "l").symlink_to("..")
+    target = str(ws / ".env")
+    assert os.path.realpath(target) == target and not os.path.exists(target)
+    assert Observation(now_ns=LATER).fact(target) == _look(target)
+    (ws / "sub" / "l").unlink()
+    (ws / "sub" / "l").symlink_to("../d")
+    fact = Observation(now_ns=LATER).fact(target)
+    assert fact == _look(target) and fact.is_file and fact.real == ws / "d" / ".env"
+
+
+def test_a_loop_of_links_as_a_denied_path_is_masked_where_it_leads_now(root: Path) -> None:
+    """The same with the real clock through the plan: the mask goes where the path leads at this call."""
+    ws = root / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "d").mkdir()
+    (ws / "d" / ".env").write_text("machine x password y")
+    (ws / ".env").symlink_to("sub/l/.env")
+    (ws / "sub" / "l").symlink_to("..")
+    pol = _policy(ws, ws / ".env")
+    _settled(ws / ".env")
+    bwrap.build_plan(pol)
+    (ws / "sub" / "l").unlink()
+    (ws / "sub" / "l").symlink_to("../d")
+    _settled(ws / ".env")
+    args = bwrap.build_plan(pol).args
+    assert str(ws / "d" / ".env") in args and args == bwrap._build_plan_uncached(pol).args
+
+
+def _failing_lstat(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """`os.lstat` of `path` fails as a network share or a failing disk may, once (EIO)."""
+    real_lstat = os.lstat
+
+    def lstat(p: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(p) == str(path):
+            raise OSError(errno.EIO, "Input/output error", os.fspath(p))
+        return real_lstat(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+
+
+def test_a_path_that_could_not_be_examined_is_looked_up_again(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (root / "home").mkdir()
+    secret = root / "home" / ".netrc"
+    secret.write_text("machine x password y")
+    _failing_lstat(monkeypatch, secret)
+    assert Observation(now_ns=LATER).fact(secret).lexists is False  # what that lookup found
+    monkeypatch.undo()
+    assert Observation(now_ns=LATER).fact(secret) == _look(str(secret)) and secret.exists()
+
+
+def test_a_denied_file_that_could_not_be_examined_once_is_masked_at_the_next_plan(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, home = root / "ws", root / "home"
+    ws.mkdir()
+    home.mkdir()
+    secret = home / ".netrc"
+    secret.write_text("machine x password y")
+    pol = _policy(ws, secret)
+    _settled(secret)
+    _failing_lstat(monkeypatch, secret)
+    assert str(secret) not in bwrap.build_plan(pol).args  # that plan could not know
+    monkeypatch.undo()
+    args = bwrap.build_plan(pol).args
+    assert str(secret) in args and args == bwrap._build_plan_uncached(pol).args
+
+
+def test_a_link_on_the_way_is_never_watched_even_where_realpath_misses_it(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`realpath` takes a component it cannot lstat (EIO) for no link: the link itself must keep the answer from
+    being kept, or the path would be kept as leading to itself."""
+    (root / "real").mkdir()
+    (root / "real" / "secret").write_text("x")
+    (root / "lnk").symlink_to(root / "real")
+    target = str(root / "lnk" / "secret")
+    monkeypatch.setattr(os.path, "realpath", lambda p, **_kw: os.fspath(p))
+    assert Observation(now_ns=LATER).fact(target).real == Path(target)  # what that lookup found
+    monkeypatch.undo()
+    fact = Observation(now_ns=LATER).fact(target)
+    assert fact == _look(target) and fact.real == root / "real" / "secret"

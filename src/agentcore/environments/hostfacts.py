@@ -17,13 +17,20 @@ as a difference next time), and reused while each of them is the same; a
 directory whose ctime is too recent to tell a later change apart, or that
 cannot be examined, keeps the answer from being kept at all. A path through a
 symbolic link is always looked up afresh (its target's directories would
-need watching too). Mounting over a path changes neither its existence nor
-its type; mounting over one of its ancestors changes that ancestor's
-identity. The answer is what a fresh lookup would give.
+need watching too): an ancestor that is a link is never watched, and a path
+that is itself a link is never kept, even one `realpath` leaves as it is (a
+loop of links, whose last link may lie in a directory nobody watches and lead
+somewhere real next time). Nor is an answer kept when the path could not be
+examined for a reason that may pass (an I/O error, a network share timing
+out): only a path found, found missing (ENOENT, ENOTDIR) or out of reach
+(EACCES, which the modes of the watched directories decide) is. Mounting
+over a path changes neither its existence nor its type; mounting over one of
+its ancestors changes that ancestor's identity. The answer is what a fresh lookup would give.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -35,6 +42,9 @@ from ..timestamps import recent
 DirState = tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
 _MEMO_MAX = 4096
 _STOP = (-1, -1, -1, -1)  # missing, or not a directory: its parent's entries already say so
+# Why a path may be missing for as long as its directories stay the same. Any other error (EIO, ETIMEDOUT,
+# ESTALE, ENOMEM...) may be gone next call: kept, it would leave an existing secret unmasked call after call.
+_LASTING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EACCES})
 
 
 @dataclass(frozen=True)
@@ -66,17 +76,24 @@ def _ancestors(p: str) -> list[str]:
 
 
 def _look(p: str) -> Fact:
+    return _lookup(p)[0]
+
+
+def _lookup(p: str) -> tuple[Fact, bool]:
+    """The fact, and whether it may be kept: the path is no symbolic link (a loop of links is one that
+    `realpath` leaves unchanged) and what was found lasts while its directories do (`_LASTING`)."""
     real = os.path.realpath(p)
     try:
-        st: os.stat_result | None = os.lstat(p)
+        st = os.lstat(p)
+    except OSError as e:
+        return Fact(Path(real), False, False, False, False), e.errno in _LASTING
+    if not stat.S_ISLNK(st.st_mode):
+        return Fact(Path(real), True, True, stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)), True
+    try:
+        st = os.stat(p)
     except OSError:
-        return Fact(Path(real), False, False, False, False)
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            st = os.stat(p)
-        except OSError:
-            return Fact(Path(real), True, False, False, False)
-    return Fact(Path(real), True, True, stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode))
+        return Fact(Path(real), True, False, False, False), False
+    return Fact(Path(real), True, True, stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)), False
 
 
 class Observation:
@@ -127,8 +144,8 @@ class Observation:
 
     def _fresh(self, p: str) -> Fact:
         watched = self._watch(p)  # before the lookup: a change made during it shows next time
-        fact = _look(p)
-        if watched is not None and os.fspath(fact.real) == p:
+        fact, lasting = _lookup(p)
+        if watched is not None and lasting and os.fspath(fact.real) == p:
             if len(_memo) >= _MEMO_MAX:
                 _memo.clear()
             _memo[p] = (fact, watched)
@@ -154,13 +171,15 @@ class Observation:
         if d in self._states:
             return self._states[d]
         try:
-            st = os.stat(d)
+            st = os.lstat(d)  # not followed: `realpath` takes a link it cannot examine (EIO) for a directory
         except (FileNotFoundError, NotADirectoryError):
             state: DirState | None = _STOP
         except OSError:
-            state = None  # cannot be examined (EACCES, ELOOP...): never reused
+            state = None  # cannot be examined (EACCES, EIO...): never reused
         else:
-            if not stat.S_ISDIR(st.st_mode):
+            if stat.S_ISLNK(st.st_mode):
+                state = None  # a path through it depends on where it leads: never kept
+            elif not stat.S_ISDIR(st.st_mode):
                 state = _STOP
             elif recent(st.st_ctime_ns, self._now):
                 state = None
