@@ -174,6 +174,11 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
                ("docker images", "allow", ""), ("docker --version", "allow", "")],
     "conda": [("conda install x", "ask", CODE), ("conda run python x.py", "ask", CODE), ("conda list", "allow", "")],
     "gem": [("gem install x", "ask", CODE), ("gem list", "allow", "")],
+    "jobs": [("jobs -x rm f", "deny", CODE), ("jobs -l", "allow", "")],
+    "compgen": [("compgen -C x y", "deny", CODE), ("compgen -c gi", "allow", "")],
+    "fc": [("fc -s", "deny", CODE), ("fc -l", "allow", "")],
+    "install": [("install -s --strip-program=./x a b", "deny", CODE), ("install -m 644 a b", "allow", "")],
+    "groff": [("groff -U f", "deny", CODE), ("groff -Tutf8 f", "allow", "")],
 }
 
 

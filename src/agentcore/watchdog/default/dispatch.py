@@ -15,7 +15,7 @@ from .paths import _Ctx
 from .programs import _DISPATCH
 from .secrets import _secret_word, _word_candidates
 
-_VERSIONED = re.compile(r"(python|pypy|perl|ruby|php|lua|luajit|node|tclsh|pip)[0-9.]*")
+_VERSIONED = re.compile(r"(python|pypy|perl|ruby|php|lua|luajit|node|tclsh|pip|pydoc|pdb|ipython|bpython|irb|wish)[0-9.]*")
 _SYSTEM_BIN = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 _CWD_CHANGING = frozenset({"cd", "pushd", "popd"})
 

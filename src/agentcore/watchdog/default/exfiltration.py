@@ -25,7 +25,20 @@ def _method_sends(method: str) -> bool:
     return method.upper() not in _SAFE_METHODS
 
 
+def _curl_engine(args: Sequence[str]) -> bool:
+    """`--engine`: an OpenSSL engine named by a path is a shared library curl loads."""
+    options = args[:args.index("--")] if "--" in args else args
+    return any(a.split("=", 1)[0] == "--engine" for a in options)
+
+
 def _curl(ctx: _Ctx, args: Sequence[str]) -> None:
+    if _curl_engine(args):
+        ctx.add("code_execution_wrapper", "deny", "curl loading a shared library")
+        return
+    _curl_sends(ctx, args)
+
+
+def _curl_sends(ctx: _Ctx, args: Sequence[str]) -> None:
     i, n = 0, len(args)
     while i < n:
         a = args[i]
@@ -67,7 +80,17 @@ def _curl(ctx: _Ctx, args: Sequence[str]) -> None:
                     break
 
 
+def _wget_runs(args: Sequence[str]) -> bool:
+    """`--use-askpass` (any abbreviation) or the wgetrc command `use_askpass` (in an `-e` value, read loosely)
+    runs the named program for the user name and password."""
+    return any(a.startswith("--") and _lm(a.split("=", 1)[0], "--use-askpass")
+               or "useaskpass" in a.lower().replace("_", "").replace("-", "") for a in args)
+
+
 def _wget(ctx: _Ctx, args: Sequence[str]) -> None:
+    if _wget_runs(args):
+        ctx.add("code_execution_wrapper", "deny", "wget running a program")
+        return
     i, n = 0, len(args)
     while i < n:
         a = args[i]
@@ -103,8 +126,12 @@ def _wget(ctx: _Ctx, args: Sequence[str]) -> None:
                     break
 
 
+def _wgetrc_name(command: str) -> str:
+    return command.split("=", 1)[0].strip().lower().replace("_", "").replace("-", "")
+
+
 def _wgetrc_sends(command: str) -> bool:
-    name = command.split("=", 1)[0].strip().lower().replace("_", "").replace("-", "")
+    name = _wgetrc_name(command)
     return name in _WGETRC_DATA or name == ""
 
 
@@ -196,7 +223,10 @@ _OPENSSL_LOADERS = frozenset({"-engine", "-keyengine", "-provider-path", "--engi
 
 
 def _openssl(ctx: _Ctx, args: Sequence[str]) -> None:
-    if args and args[0] == "engine" or any(a.split("=", 1)[0] in _OPENSSL_LOADERS for a in args):
+    # `-provider` takes a name, but a name with a `/` is loaded as that shared library.
+    providers = [v for k, v in zip(args, args[1:]) if k in ("-provider", "--provider")]
+    if args and args[0] == "engine" or any(a.split("=", 1)[0] in _OPENSSL_LOADERS for a in args) \
+            or any("/" in v for v in providers):
         ctx.add("code_execution_wrapper", "deny", "openssl loading a shared library")
     if args and args[0] in ("s_client", "s_server"):
         ctx.add("exfiltration", "deny", "raw network connection that can send local data")

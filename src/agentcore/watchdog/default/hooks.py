@@ -40,6 +40,11 @@ _DIFF3_LONGS = frozenset(
     """--diff-program --easy-only --ed --help --initial-tab --label --merge --overlap-only --show-all
     --show-overlap --strip-trailing-cr --text --version""".split()
 )
+_INSTALL_LONGS = frozenset(
+    """--backup --compare --context --directory --group --help --mode --no-target-directory --owner
+    --preserve-context --preserve-timestamps --strip --strip-program --suffix --target-directory --verbose
+    --version""".split()
+)
 
 
 def _long_hook(table: frozenset[str], hook: str, detail: str) -> _Check:
@@ -61,6 +66,7 @@ _sort = _long_hook(_SORT_LONGS, "--compress-program", "sort running a compressio
 _split = _long_hook(_SPLIT_LONGS, "--filter", "split running a filter command")
 _sdiff = _long_hook(_SDIFF_LONGS, "--diff-program", "sdiff running a diff program")
 _diff3 = _long_hook(_DIFF3_LONGS, "--diff-program", "diff3 running a diff program")
+_install = _long_hook(_INSTALL_LONGS, "--strip-program", "install running a strip program")
 
 
 # cmake -E commands that run another command, and those that remove files.

@@ -20,7 +20,7 @@ from .awk import _awk
 from .destructive import _dd, _perm, _rm, _truncate
 from .exfiltration import _any_operand_sends, _curl, _nc, _openssl, _rsync, _scp, _sftp, _socat, _ssh, _wget
 from .git import _git
-from .hooks import _cmake, _compiler, _diff3, _ldd, _linker, _sdiff, _sort, _split
+from .hooks import _cmake, _compiler, _diff3, _install, _ldd, _linker, _sdiff, _sort, _split
 from .interpreters import _INTERPRETERS, _PKG_SAFE, _deno_bun, _interpreter, _make, _pkg, _pkg_runner
 from .paths import _Ctx
 from .projects import _PROJECT, _ask_always, _ask_unless_info, _conda, _docker, _gem, _go, _pip
@@ -29,11 +29,15 @@ from .sed import _sed
 from .wrappers import (
     _alias,
     _command,
+    _compgen,
     _env,
     _eval_builtin,
+    _fc,
     _fd,
     _find,
+    _groff,
     _hash,
+    _jobs,
     _rg,
     _shell,
     _tar,
@@ -128,16 +132,22 @@ PROGRAMS: tuple[Program, ...] = (
     Program(("alias",), CODE, "deny", "defines a command that runs in place of another", _alias),
     Program(("hash",), CODE, "deny", "-p binds a command name to a path", _hash),
     Program(("command",), CODE, "deny", "runs its operand (only -v/-V look up)", _command),
+    Program(("jobs",), CODE, "deny", "-x runs its operand command", _jobs),
+    Program(_names("compgen complete"), CODE, "deny", "-C runs a command, -F a function, and -W expands its "
+            "word list (command substitution included)", _compgen),
+    Program(("fc",), CODE, "deny", "runs an editor and then the edited history entries (-s re-runs them); "
+            "only -l lists", _fc),
     Program(("env",), CODE, "deny", "runs its operand command; -S splits a command line", _env),
     Program(_names("xargs nohup timeout nice ionice setsid stdbuf chroot sudo su doas run0 pkexec runuser sg newgrp "
                    "unshare nsenter systemd-run flock taskset chrt prlimit numactl cpulimit watch strace ltrace "
                    "valgrind gdb lldb time unbuffer script parallel expect tmux screen dtach ssh-agent "
                    "dbus-run-session xvfb-run firejail bwrap proot fakeroot faketime catchsegv rlwrap at batch "
                    "crontab entr start-stop-daemon daemonize chpst setpriv capsh torsocks proxychains proxychains4 "
-                   "tsocks run-parts"), CODE, "deny", "wrappers and debuggers run the command or program in their "
+                   "tsocks run-parts setarch linux32 linux64 i386 x86_64 runcon choom scriptlive perf"), CODE, "deny", "wrappers and debuggers run the command or program in their "
                                                        "arguments (gdb and lldb also run scripts and shell "
                                                        "commands)", _wrapper),
-    Program(_names("less more most pg vi vim nvim view vimdiff gvim rvim ex ed red nano pico rnano emacs emacsclient "
+    Program(_names("less more most pg pager sensible-pager vi vim nvim view vimdiff gvim rvim vim.basic vim.tiny "
+                   "editor sensible-editor ex ed red nano pico rnano emacs emacsclient "
                    "joe jed mg micro kak hx ne man info w3m lynx links elinks mc ranger nnn lf tig"), CODE, "deny",
             "interactive programs with shell escapes", _always(CODE, "deny", "an interactive program that can run "
                                                                              "shell commands")),
@@ -162,6 +172,10 @@ PROGRAMS: tuple[Program, ...] = (
             _split),
     Program(("sdiff",), CODE, "deny", "--diff-program (and its abbreviations) runs a program", _sdiff),
     Program(("diff3",), CODE, "deny", "--diff-program (and its abbreviations) runs a program", _diff3),
+    Program(("install",), CODE, "deny", "--strip-program (and its abbreviations) runs a program on each copy",
+            _install),
+    Program(_names("groff troff nroff"), CODE, "deny", "-U (unsafe mode) lets the input run shell commands "
+            "(.sy, .pso, .pi)", _groff),
     Program(("cmake",), CODE, "deny, ask", "-E chdir/env/time run a command (rm/remove ask, destructive); "
             "configuring, --build, -P and --install run project code (ask)", _cmake),
     Program(("ldd",), CODE, "ask", "may run the program it inspects through its loader", _ldd),
@@ -187,14 +201,14 @@ PROGRAMS: tuple[Program, ...] = (
     Program(("dc",), CODE, "deny, ask", "! runs a shell command; its input is a program (ask)", _dc),
     Program(_names("irb pry ipython bpython jshell guile racket sbcl clisp ocaml ghci ghc runghc runhaskell scala "
                    "groovy groovysh jrunscript erl escript elixir iex clojure clj R octave gnuplot maxima gp swipl "
-                   "wish osascript mongosh mongo ts-node tsx"), CODE, "ask",
+                   "wish osascript mongosh mongo ts-node tsx pydoc pdb"), CODE, "ask",
             "interpreters and REPLs: their arguments or stdin carry script text", _repl),
     # -- code execution: build tools, test runners, package managers (WDOG-7, WDOG-14) --------------------------
     Program(_names("make gmake bmake"), CODE, "ask", "runs the recipes of a Makefile", _make),
     Program(_names("npx pnpx bunx"), CODE, "ask", "runs downloaded or project packages", _pkg_runner),
     *(Program((n,), CODE, "ask", "scripts of package.json and install scripts run unless the subcommand only "
               "reads", _pkg_check(n)) for n in _PKG_SAFE),
-    Program(_names("ninja ctest meson scons waf just task rake bundle pipx uv uvx poetry pdm hatch pre-commit "
+    Program(_names("ninja ctest meson scons waf just task rake prove bundle pipx uv uvx poetry pdm hatch pre-commit "
                    "composer"), CODE, "ask", "build files, task files, Rakefiles, Gemfiles, pyproject builds and "
             "hooks are project code (--version/--help are allowed)", _ask_unless_info(_PROJECT)),
     Program(_names("pytest py.test tox nox mvn gradle sbt bazel bazelisk cargo rustc rustup rustdoc dotnet msbuild"),

@@ -36,11 +36,37 @@ _SQLITE_DANGER = re.compile(
 )
 
 
+# sqlite3's options that take values (how many); `-A` hands every later word to `.archive`.
+_SQLITE_VALUES = {"cmd": 1, "init": 1, "separator": 1, "newline": 1, "nullvalue": 1, "vfs": 1, "maxsize": 1,
+                  "mmap": 1, "nonce": 1, "heap": 1, "threadsafe": 1, "sorterref": 1, "pagecache": 2,
+                  "lookaside": 2}
+
+
+def _sqlite_safe(args: Sequence[str]) -> bool:
+    """Whether sqlite3 runs everything in safe mode, reading options as it does: case-sensitive, `--x` as `-x`,
+    values skipped (a value spelled `-safe` is not the option). `-init` files and `-cmd` commands before `-safe`
+    run before safe mode starts, and `-nonce` lets a script leave it."""
+    safe = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if not a.startswith("-"):
+            continue
+        name = a[2:] if a.startswith("--") else a[1:]
+        if name in ("A", "archive"):
+            break
+        if name in ("init", "nonce") or (name == "cmd" and not safe):
+            return False
+        safe = safe or name == "safe"
+        i += _SQLITE_VALUES.get(name, 0)
+    return safe
+
+
 def _sqlite3(ctx: _Ctx, args: Sequence[str]) -> None:
     if _info_only(args, _SQLITE_INFO):
         return
-    flags = {a.lstrip("-").lower() for a in args if a.startswith("-")}
-    if "safe" in flags and "nonce" not in flags:
+    if _sqlite_safe(args):
         return
     if any(_SQLITE_DANGER.search(a) for a in args):
         ctx.add("code_execution_wrapper", "deny", "sqlite3 running a command or loading code")

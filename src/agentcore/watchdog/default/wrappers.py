@@ -111,12 +111,26 @@ _TAR_HOOKS = ("--checkpoint-action", "--to-command", "--use-compress-program", "
               "--info-script", "--new-volume-script", "--rmt-command")
 
 
+def _tar_archive(a: str) -> str | None:
+    """The archive name written into the word itself: `--file=NAME`, or `-cfNAME` (after `f` in a cluster)."""
+    if a.startswith("--file="):
+        return a[len("--file="):]
+    if len(a) > 2 and a[0] == "-" and a[1] != "-" and "f" in a:
+        return a[a.index("f") + 1:] or None
+    return None
+
+
 def _tar(ctx: _Ctx, args: Sequence[str]) -> None:
     force_local = False
+    remote = False
     for k, a in enumerate(args):
+        # An attached archive name reaches a remote host (and its --rsh-command) as a separate one does.
+        named = _tar_archive(a)
+        remote = remote or (named is not None and _remote_spec(named))
         if a.startswith("--"):
             name = a.split("=", 1)[0]
-            if name != "--checkpoint" and any(_lm(name, h) for h in _TAR_HOOKS) and len(name) >= 5:
+            # Every prefix counts (tar takes `--rs` for --rsh-command); `--checkpoint` is an option of its own.
+            if name != "--checkpoint" and any(_lm(name, h) for h in _TAR_HOOKS):
                 ctx.add("code_execution_wrapper", "deny", "tar running a program")
                 return
             force_local = force_local or _lm(name, "--force-local")
@@ -124,7 +138,8 @@ def _tar(ctx: _Ctx, args: Sequence[str]) -> None:
             if "I" in a or "F" in a:
                 ctx.add("code_execution_wrapper", "deny", "tar running a program")
                 return
-    if not force_local and any(_remote_spec(a) for a in args[1:] if not a.startswith("-")):
+    remote = remote or any(_remote_spec(a) for a in args[1:] if not a.startswith("-"))
+    if not force_local and remote:
         ctx.add("exfiltration", "deny", "tar archive on a remote host")
 
 
@@ -144,3 +159,48 @@ def _rg(ctx: _Ctx, args: Sequence[str]) -> None:
 def _zip(ctx: _Ctx, args: Sequence[str]) -> None:
     if any(a.startswith("-TT") or a.startswith("--unzip-command") for a in args):
         ctx.add("code_execution_wrapper", "deny", "zip running a test program")
+
+
+def _short_letters(args: Sequence[str], values: str) -> list[tuple[str, str]]:
+    """The (letter, value) pairs of bash builtin option clusters up to the first operand or `--`."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(args)
+    while i < n:
+        a = args[i]
+        i += 1
+        if a == "--" or not (len(a) > 1 and a[0] == "-"):
+            break
+        for j in range(1, len(a)):
+            if a[j] in values:
+                value = a[j + 1:] if j + 1 < len(a) else (args[i] if i < n else "")
+                i += 0 if j + 1 < len(a) else 1
+                out.append((a[j], value))
+                break
+            out.append((a[j], ""))
+    return out
+
+
+def _jobs(ctx: _Ctx, args: Sequence[str]) -> None:
+    # `jobs -x CMD ARGS` runs CMD, hidden from the program table like `command CMD`.
+    if any(ch == "x" for ch, _ in _short_letters(args, "")):
+        ctx.add("code_execution_wrapper", "deny", "a builtin that runs the command in its arguments")
+
+
+def _compgen(ctx: _Ctx, args: Sequence[str]) -> None:
+    # -C runs a command, -F a function; -W's word list is expanded by the shell: `$(…)` in it runs.
+    for ch, value in _short_letters(args, "oAGWPSXFCV"):
+        if ch in "CF" or (ch == "W" and ("$" in value or "`" in value)):
+            ctx.add("code_execution_wrapper", "deny", "a completion builtin that runs a command")
+            return
+
+
+def _fc(ctx: _Ctx, args: Sequence[str]) -> None:
+    # Without -l, fc runs an editor on history entries (which `history -s`/`-r` can plant) and runs the result.
+    if not any(ch == "l" for ch, _ in _short_letters(args, "e")):
+        ctx.add("code_execution_wrapper", "deny", "a history builtin that runs commands")
+
+
+def _groff(ctx: _Ctx, args: Sequence[str]) -> None:
+    # Unsafe mode (-U) lets the document run shell commands; without it groff refuses them.
+    if "U" in _scan(args, "dDfFIKLmMnoPrTwW")[0]:
+        ctx.add("code_execution_wrapper", "deny", "groff in unsafe mode, whose input can run commands")
