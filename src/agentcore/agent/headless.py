@@ -92,7 +92,10 @@ async def run_headless(request: HeadlessRequest, observers: Sequence[Callable[[A
     except ModelConfigError as exc:
         return _outcome("usage", error=str(exc))
     engine = Engine(manifest, broker=HeadlessBroker())
-    recorder = _recorder(request.db)
+    try:
+        recorder = _recorder(request.db)
+    except _UsageError as exc:  # a database that cannot be used (not one, newer, not agentcore's): exit 2
+        return _outcome("usage", error=str(exc))
     try:
         # Continuing a recorded session keeps its id: the new run is recorded as part of it.
         with engine.open_session(headless=True, session_id=request.continue_session or request.session_id) as session:
@@ -146,10 +149,14 @@ def _continue(recorder: Any, session_id: str, session: Any, workspace: str) -> l
     try:
         info = recorder.session(session_id)
         history = [Message.from_dict(m) for m in recorder.history(session_id)]
+        if info.get("remembered") and info.get("workspace") == workspace:
+            session.restore(info["remembered"])
     except RecorderError as exc:
         raise _UsageError(str(exc)) from None
-    if info.get("remembered") and info.get("workspace") == workspace:
-        session.restore(info["remembered"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # Rows that are JSON objects but not the messages or remembered answers this code wrote (an edited
+        # database): the session is not continued from them, as replay refuses them (exit 2, not a crash).
+        raise _UsageError(f"the session database is damaged: session {session_id} does not load ({exc!r})") from None
     return history
 
 

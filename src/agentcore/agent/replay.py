@@ -12,6 +12,7 @@ shape (its fields, not their values) changed is reported.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -201,6 +202,8 @@ async def replay_session(db: Path, session_id: str, manifest_path: Path, workspa
             choices = {k: v for k, v in answered.items() if conversations.get(k[0]) is not None}
     except RecorderError as exc:
         raise ReplayError(str(exc)) from None
+    except sqlite3.DatabaseError as exc:  # a page that does not read back (a damaged or truncated file)
+        raise ReplayError(f"the session database is damaged ({exc})") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         # Rows that are JSON objects but not the messages, parts or events this code wrote (an edited recording):
         # nothing is replayed from them.

@@ -12,7 +12,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from ..textdata import json_text, printable
 
@@ -163,12 +163,17 @@ def _recorded(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
+        import sqlite3
+
         from ..recorder.store import RecorderError
 
         try:
             return command(args)
         except RecorderError as exc:
             print(f"agentcore: {printable(str(exc), lines=True)}", file=sys.stderr)
+            return 2
+        except sqlite3.DatabaseError as exc:  # a page that does not read back (a damaged or truncated file)
+            print(f"agentcore: the session database is damaged ({printable(str(exc))})", file=sys.stderr)
             return 2
 
     return run
@@ -187,14 +192,26 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     with _open_recorder(args) as rec:
         rows = rec.sessions(include_children=args.all)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2, default=str))  # a BLOB column reads back as bytes
         return 0
     for r in rows:
-        when = datetime.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M")
-        print(f"{r['id']}  {when}  {r['runs']} run(s)  {r['last_stop_reason'] or '-':<17} {r['model'] or '-':<24} {printable((r['title'] or '')[:60])}")
+        when = datetime.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M") if _is_time(r["updated_at"]) else "-"
+        print(f"{_field(r['id'])}  {when}  {r['runs']} run(s)  {_field(r['last_stop_reason']):<17} {_field(r['model']):<24} "
+              f"{_field(r['title'] or '')[:60]}")
     if not rows:
         print("(no recorded sessions)", file=sys.stderr)
     return 0
+
+
+def _field(value: Any) -> str:
+    """A recorded value for a line of text: a database handed to the user can hold any value of any type in
+    any column, and the escape sequences in one would reach the terminal (ASK-13)."""
+    return "-" if value is None else printable(value if isinstance(value, str) else str(value))
+
+
+def _is_time(value: Any) -> bool:
+    """A timestamp `datetime` can show (seconds since the epoch, as this code records them)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 253402300800  # year 10000
 
 
 @_recorded
@@ -203,18 +220,19 @@ def cmd_sessions_show(args: argparse.Namespace) -> int:
         info = rec.session(args.session)
         history = rec.history(args.session)
     if args.json:
-        print(json_text({**info, "messages": history}, indent=2))
+        print(json_text({**info, "messages": history}, indent=2, default=str))  # a BLOB column reads back as bytes
         return 0
     _check_messages(args.session, history)
-    print(f"session {info['id']}  model {info['model'] or '-'}  workspace {info['workspace'] or '-'}")
+    print(f"session {_field(info['id'])}  model {_field(info['model'])}  workspace {_field(info['workspace'])}")
     for run in info["runs"]:
         usage = run["usage"] or {}
-        print(f"run {run['id']}: {run['stop_reason'] or 'unfinished'}  tokens in/out {usage.get('input_tokens', 0)}/{usage.get('output_tokens', 0)}")
+        print(f"run {_field(run['id'])}: {_field(run['stop_reason'] or 'unfinished')}  "
+              f"tokens in/out {_field(usage.get('input_tokens', 0))}/{_field(usage.get('output_tokens', 0))}")
     for m in history:
         for p in m["parts"]:
             print(printable(_part_line(m["role"], p), lines=True))
     for d in info["decisions"]:
-        print(f"decision: {d['tool']} ({d['layer']}): {d['choice']} by {d['answered_by']}")
+        print(f"decision: {_field(d['tool'])} ({_field(d['layer'])}): {_field(d['choice'])} by {_field(d['answered_by'])}")
     return 0
 
 
@@ -237,22 +255,60 @@ def _part_line(role: str, part: dict[str, Any]) -> str:
     if kind == "tool_call":
         return f"{role} tool call {part['call_id']}: {part['tool']} {part['arguments']}"
     if kind == "tool_result":
-        env = part["envelope"]
-        return f"{role} tool result {part['call_id']}: {part['tool']} -> {env.get('type')} {env.get('metadata', {}).get('error_code') or ''}".rstrip()
+        # An envelope as recorded: a damaged one (not an object, its metadata not one) shows what it lacks as empty.
+        env = part["envelope"] if isinstance(part["envelope"], dict) else {}
+        meta = env.get("metadata") if isinstance(env.get("metadata"), dict) else {}
+        return f"{role} tool result {part['call_id']}: {part['tool']} -> {env.get('type')} {meta.get('error_code') or ''}".rstrip()
     return f"{role} {kind}"
 
 
 @_recorded
 def cmd_sessions_export(args: argparse.Namespace) -> int:
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        with _open_recorder(args) as rec:
-            for record in rec.export(args.session):
-                out.write(json_text(record) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    with _open_recorder(args) as rec:
+        rec.session(args.session)  # an unknown id is an error before any output is made
+        lines = (json_text(record) + "\n" for record in rec.export(args.session))
+        if not args.output:
+            sys.stdout.writelines(lines)
+            return 0
+        try:
+            _export_to(Path(args.output), lines)
+        except OSError as exc:
+            print(f"agentcore: --output {printable(args.output)}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 0
+
+
+def _export_to(path: Path, lines: Iterable[str]) -> None:
+    """Write an export to `path` whole, or leave what is there as it was.
+
+    A regular file (or a new one) gets a private temporary file beside it, renamed over it once every line
+    is written: a failed export (a damaged row) keeps the old file, and the export, which holds prompts and
+    what tools read, is only its owner's, as the database is. A symbolic link is refused: one planted in a
+    workspace the agent writes would send the recording, and the truncation, wherever it points. A FIFO or
+    a device (`/dev/null`) is written as it is."""
+    import os
+    import stat
+    import tempfile
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISLNK(mode):
+        raise OSError(0, "is a symbolic link; name the file itself")
+    if mode is not None and not stat.S_ISREG(mode):
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with open(fd, "w", encoding="utf-8") as out:
+            out.writelines(lines)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # mode 0600
+    try:
+        with open(fd, "w", encoding="utf-8") as out:
+            out.writelines(lines)
+        os.replace(tmp, path)  # replaces whatever is at `path` now, a link planted since included, never its target
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 @_recorded
@@ -279,7 +335,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(report.summary())
+        print(printable(report.summary(), lines=True))  # call ids, tools and codes as the recording has them (ASK-13)
     return 0 if not report.changes else 1
 
 

@@ -18,6 +18,7 @@ run starts.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -121,6 +122,7 @@ def connect(path: Path) -> sqlite3.Connection:
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _create_private(path)
+    conn: sqlite3.Connection | None = None
     try:
         conn = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -128,9 +130,46 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=5000")
         _migrate(conn)
-    except sqlite3.DatabaseError as exc:
+        _check_schema(conn, path)
+    except (sqlite3.DatabaseError, RecorderError) as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, RecorderError):
+            raise
         raise RecorderError(f"{path} is not a usable session database ({exc})") from None
     return conn
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """A database handed to the user may carry, at this schema version, tables that are not ours or objects
+    agentcore never makes: a trigger runs on every INSERT this code does (it could rewrite a session's
+    remembered answers as a run is recorded), a view or a missing table turns every read into an error.
+    Anything but exactly the schema the migrations make is refused, before one statement touches it."""
+    found = _schema_of(conn)
+    if found != _expected_schema():
+        extra = sorted(f"{kind} {name}" for kind, name, _ in found - _expected_schema())
+        missing = sorted(f"{kind} {name}" for kind, name, _ in _expected_schema() - found)
+        detail = "; ".join(filter(None, (extra and "not agentcore's: " + ", ".join(extra[:5]),
+                                          missing and "changed or missing: " + ", ".join(missing[:5]))))
+        raise RecorderError(f"{path} is not a session database agentcore wrote ({detail})")
+
+
+def _schema_of(conn: sqlite3.Connection) -> frozenset[tuple[str, str, str]]:
+    # SQLite's own objects (automatic indexes, sqlite_sequence, the statistics ANALYZE keeps) are not ours to judge;
+    # whitespace is not part of a definition.
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").fetchall()
+    return frozenset((str(kind), str(name), " ".join(str(sql).split())) for kind, name, sql in rows)
+
+
+@functools.cache
+def _expected_schema() -> frozenset[tuple[str, str, str]]:
+    """The schema objects a database this code made holds (the migrations, run on an empty database)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        _migrate(conn)
+        return _schema_of(conn)
+    finally:
+        conn.close()
 
 
 def _create_private(path: Path) -> None:
