@@ -82,7 +82,12 @@ def _compile_path_pattern(raw: str, expanded: str, anchor: Path | None) -> PathP
         raise CompileError(f"path pattern {raw!r} has more than {MAX_GLOBSTAR_RUNS} '**' runs")
     exact = not has_wildcard(text)
     prefix = glob_literal_prefix(text)
-    base = Path(prefix if exact else (prefix.rsplit("/", 1)[0] or "/"))
+    head = prefix if exact else prefix.rsplit("/", 1)[0]
+    if any(p in (".", "..") for p in head.split("/")):
+        # Escaped (`\..`, `..\/x`) they pass the check above and the regex matches no canonical path, but the
+        # base stays `ws/../x`: the sandbox binds it, and intersect's `is_within` admits it, as the kernel resolves it.
+        raise CompileError(f"path pattern {raw!r} contains '.' or '..' components")
+    base = Path(head if exact else (head or "/"))
     body = text
     # `dir/**` also covers `dir` itself.
     if body.endswith("/**"):

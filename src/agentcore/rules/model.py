@@ -174,7 +174,9 @@ class CompiledRule:
                 return bool(_hp.matches(host, port))
 
             exact = "*" not in text
-            return match_host, len(text.replace("*", "")), exact, ""
+            # Counted on the canonical spelling: `example.com.`, `EXAMPLE.COM` or a U-label name one host, and
+            # a longer spelling of a manifest's ask must not outrank it (a tie goes to the most restrictive).
+            return match_host, len(hp.canonical.replace("*", "")), exact, ""
         return None, 0, False, ""
 
 

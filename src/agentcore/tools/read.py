@@ -202,8 +202,9 @@ def _line_window(fh: Any, size: int, args: dict[str, Any], limits: Any, path: An
     cut = False
     cut_by_bytes = False
     # Streamed, and a line is kept only up to the read limit: neither a huge
-    # file nor a huge line ever sits whole in memory.
-    for raw, length in _lines(fh, limits.read_bytes + 1):
+    # file nor a huge line ever sits whole in memory. No line is longer than the file: a manifest's
+    # `read_bytes` past what readline takes (10**30) raised OverflowError on every read.
+    for raw, length in _lines(fh, min(limits.read_bytes, max(size, 0)) + 1):
         line_no += 1
         if line_no < first:
             continue

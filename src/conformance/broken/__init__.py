@@ -595,6 +595,20 @@ class UncappedSidecars(AgentcoreHarness):
         return m
 
 
+class SkillIndexUnbounded(AgentcoreHarness):
+    """The skill index takes every skill in every entry of its directories: no 256-skill or 4,096-entry cap (SKILL-1)."""
+
+    async def op_call(self, req: dict[str, Any]) -> dict[str, Any]:
+        from agentcore.tools import skill
+
+        caps = skill.MAX_SKILLS, skill.MAX_FOLDERS
+        skill.MAX_SKILLS = skill.MAX_FOLDERS = 10**9
+        try:
+            return await super().op_call(req)
+        finally:
+            skill.MAX_SKILLS, skill.MAX_FOLDERS = caps
+
+
 class SearchShowsSecrets(AgentcoreHarness):
     """glob and grep show what the watchdog would ask about before a `read` (its answer for paths is ignored)."""
 
@@ -868,6 +882,7 @@ BROKEN: dict[str, type[AgentcoreHarness]] = {
     "uncapped-sidecars": UncappedSidecars,
     "unbounded-numbers": UnboundedNumbers,
     "search-shows-secrets": SearchShowsSecrets,
+    "skill-index-unbounded": SkillIndexUnbounded,
 }
 
 
