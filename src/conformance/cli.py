@@ -113,6 +113,7 @@ class Progress:
         self.bad = 0
 
     def __call__(self, result: Any, n: int, total: int) -> None:
+        from .report import printable
         from .runner import FAILING
 
         if result.status in FAILING:
@@ -123,13 +124,13 @@ class Progress:
         line = f"[{n:>{width}}/{total}] {result.status.upper():<14} {result.id} ({result.duration_ms} ms)"
         if self.tty:
             if result.status in FAILING:
-                self.stream.write("\r\x1b[2K" + line + f"\n    {result.message[:200]}\n")
+                self.stream.write("\r\x1b[2K" + line + f"\n    {printable(result.message[:200])}\n")
             else:
                 self.stream.write("\r\x1b[2K" + line[:110] + f"  [{self.bad} not passing]")
             if n == total:
                 self.stream.write("\r\x1b[2K")
         else:
-            self.stream.write(line + (f" — {result.message[:300]}" if result.status in FAILING else "") + "\n")
+            self.stream.write(line + (f" — {printable(result.message[:300])}" if result.status in FAILING else "") + "\n")
         self.stream.flush()
 
 
@@ -195,7 +196,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
         )
     except HarnessFault as exc:
-        err.write(f"conformance: the implementation could not be started: {exc.message}\n")
+        from .report import printable  # the message may quote the harness: never raw on a terminal
+
+        err.write(f"conformance: the implementation could not be started: {printable(exc.message[:2000])}\n")
         return 2
     except (ValueError, CaseError, OSError) as exc:
         err.write(f"conformance: {exc}\n")
@@ -267,11 +270,14 @@ def _cmd_smoke(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
         return report.exit_code
+    from .report import printable  # names and messages come from the harness
+
     impl = report.implementation
-    sys.stdout.write(f"implementation: {impl.get('name', '?')} {impl.get('version', '')} ({impl.get('language', '?')}); features: {', '.join(report.features) or 'none'}\n")
+    features = printable(", ".join(report.features) or "none")
+    sys.stdout.write(printable(f"implementation: {impl.get('name', '?')} {impl.get('version', '')} ({impl.get('language', '?')}); ") + f"features: {features}\n")
     for step in report.steps:
         line = f"  {step.name:<28} protocol {step.protocol:<15} conformance {step.conformance}"
-        sys.stdout.write(line + (f"  — {step.message}" if step.message else "") + "\n")
+        sys.stdout.write(line + (f"  — {printable(step.message)}" if step.message else "") + "\n")
     sys.stdout.write(report.verdict() + "\n")
     return report.exit_code
 

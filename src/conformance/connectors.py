@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -70,7 +71,8 @@ class CommandTransport:
         # (or an implementation) leaves there, even when it is killed, does not outlive the run.
         self._scratch = tempfile.mkdtemp(prefix="conformance-impl-")
         env = dict(self.env if self.env is not None else os.environ, TMPDIR=self._scratch)
-        self._proc = await anyio.open_process(self.argv, env=env)
+        # Its own process group (and session): whatever it spawns is ended with it (`_end`).
+        self._proc = await anyio.open_process(self.argv, env=env, start_new_session=True)
         tg.start_soon(self._drain_stderr, self._proc)
 
     async def _drain_stderr(self, proc: Process) -> None:
@@ -139,10 +141,18 @@ class CommandTransport:
                     proc.kill()
                 except ProcessLookupError:
                     pass
+            _kill_group(proc.pid)  # children left behind would run on after the run, holding its pipes
             try:
                 await proc.aclose()  # waits and closes every pipe, so nothing outlives the loop
             except Exception:
                 pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class InProcessTransport:

@@ -11,12 +11,30 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping
 
 from . import PROTOCOL_VERSION, SPEC_REVISION, SUITE_VERSION
 from .runner import FAILING, STATUSES, CaseResult
+
+# Text a harness chose must not reach a terminal, XML or Markdown as structure: control characters
+# (escape sequences, NUL, what XML 1.0 forbids), bidirectional overrides, surrogates and non-characters
+# are shown as escapes. Newlines and tabs only where the text may span lines.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_UNSAFE_LINE = re.compile(_UNSAFE.pattern[:-1] + "\t\n]")
+
+
+def printable(text: Any, *, multiline: bool = False) -> str:
+    """`text` with every character that could act on a terminal or break a report written as an escape."""
+    pattern = _UNSAFE if multiline else _UNSAFE_LINE
+    return pattern.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", str(text))
+
+
+def _md(text: Any) -> str:
+    """One Markdown table cell or heading: one line, no table pipes, no HTML (`<!--` would hide the rest)."""
+    return printable(text).replace("|", "\\|").replace("<", "&lt;")
 
 
 def header(*, digest: str, seed: int, implementation: Mapping[str, Any], features: Iterable[str], connector: str, case_count: int, profile: str = "spec") -> dict[str, Any]:
@@ -81,7 +99,7 @@ def read_jsonl(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[st
 
 
 def junit(head: Mapping[str, Any], results: list[CaseResult]) -> str:
-    impl = head.get("implementation", {}).get("name", "implementation")
+    impl = printable(head.get("implementation", {}).get("name", "implementation"))[:200]
     suites = ET.Element("testsuites", name=f"conformance ({impl})")
     by_area: dict[str, list[CaseResult]] = defaultdict(list)
     for r in results:
@@ -105,13 +123,14 @@ def junit(head: Mapping[str, Any], results: list[CaseResult]) -> str:
             tc = ET.SubElement(suite, "testcase", classname=f"conformance.{area.lower()}", name=r.id, time=f"{r.duration_ms / 1000:.3f}")
             label = f"[{r.level}] {' '.join(r.requirements)}"
             if r.status == "fail":
-                el = ET.SubElement(tc, "failure", message=r.message[:500], type="fail")
-                el.text = label + "\n" + "\n".join([r.message] + [f"[{f.tag.label()}] {f.message}" for f in r.failures[1:]])
+                el = ET.SubElement(tc, "failure", message=printable(r.message)[:500], type="fail")
+                text = "\n".join([r.message] + [f"[{f.tag.label()}] {f.message}" for f in r.failures[1:]])
+                el.text = label + "\n" + printable(text, multiline=True)
             elif r.status in ("error", "timeout", "crash"):
-                el = ET.SubElement(tc, "error", message=r.message[:500], type=r.status)
-                el.text = f"{label}\ncaught by {r.caught_by or 'runner'}\n{r.message}"
+                el = ET.SubElement(tc, "error", message=printable(r.message)[:500], type=r.status)
+                el.text = f"{label}\ncaught by {r.caught_by or 'runner'}\n{printable(r.message, multiline=True)}"
             elif r.status in ("skipped", "not_applicable"):
-                ET.SubElement(tc, "skipped", message=f"{r.status}: {r.message}"[:500])
+                ET.SubElement(tc, "skipped", message=printable(f"{r.status}: {r.message}")[:500])
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -168,7 +187,7 @@ def _failing_section(results: list[CaseResult]) -> list[str]:
     for r in bad:
         first = r.first_failure()
         origin = first.tag.label() if first is not None else (r.caught_by or "")
-        msg = r.message.replace("|", "\\|").replace("\n", " ")[:240]
+        msg = _md(r.message.replace("\n", " ")[:240])
         lines.append(f"| `{r.id}` | {r.level} | {', '.join(r.requirements)} | {r.status} | {r.rfc_status} | {origin} | {msg} |")
     return lines
 
@@ -204,11 +223,12 @@ def markdown(
     choice_titles: Mapping[str, str] | None = None,
 ) -> str:
     impl = head.get("implementation", {})
+    connector = _md(head.get("connector")).replace("`", "'")
     lines = [
-        f"# Conformance: {impl.get('name', '?')} {impl.get('version', '')}".rstrip(),
+        f"# Conformance: {_md(impl.get('name', '?'))[:200]} {_md(impl.get('version', ''))[:100]}".rstrip(),
         "",
         f"Suite {head['suite']['version']} (digest `{head['suite']['digest'][:12]}`), SPEC revision {head['suite'].get('spec_revision')}, "
-        f"seed {head.get('seed')}, connector `{head.get('connector')}`, judged by the `{head.get('profile', 'spec')}` profile.",
+        f"seed {head.get('seed')}, connector `{connector}`, judged by the `{head.get('profile', 'spec')}` profile.",
         "",
     ]
     lines += _area_table(results)

@@ -43,6 +43,8 @@ FAILING: frozenset[str] = frozenset({"fail", "error", "timeout", "crash"})
 DETAIL_LIMIT = 2000
 # Runs of a case beyond the random one: boundary runs use variant numbers from here on.
 BOUNDARY_BASE = 1000
+# Passes at removing a case's tree: each opens up one more level of directories a harness locked.
+REMOVE_PASSES = 16
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,9 @@ class Tree:
     def values(self) -> dict[str, Any]:
         return {"ws": os.fspath(self.ws), "outside": os.fspath(self.outside), "root": os.fspath(self.root)}
 
-    def path(self, raw: str) -> Path:
+    def path(self, raw: Any) -> Path:
+        if not isinstance(raw, str):  # a value saved from a reply (`${sidecar}`) may be anything
+            raise ValueError(f"a path must be a string, got {json.dumps(raw, default=str)[:120]}")
         return Path(raw) if os.path.isabs(raw) else self.ws / raw
 
     def apply(self, entries: Iterable[dict[str, Any]], values: dict[str, Any]) -> None:
@@ -200,14 +204,37 @@ class Tree:
             self.snapshot[os.fspath(p)] = p.read_bytes()
 
     def remove(self) -> None:
-        def onerror(func: Any, path: str, exc: Any) -> None:
-            try:
-                os.chmod(path, stat.S_IRWXU)
-                func(path)
-            except OSError:
-                pass
+        """Remove the tree, opening up directories a harness made unwritable; never following a link out of it.
 
-        shutil.rmtree(self.root, onerror=onerror)
+        Only rmtree (which never follows links) deletes; after a pass that failed, the directories
+        around what failed are made writable and the whole tree is removed again.
+        """
+        for _ in range(REMOVE_PASSES):
+            failed: list[str] = []
+            shutil.rmtree(self.root, onerror=lambda func, path, exc: failed.append(path))
+            if not failed:
+                return
+            for path in failed:
+                for directory in (os.path.dirname(path), path):
+                    _open_up(directory, self.root)
+
+
+def _open_up(path: str, root: Path) -> None:
+    """Give the owner every permission on `path` if it is a real directory inside `root` (a link is never followed)."""
+    flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        where = f"/proc/self/fd/{fd}"
+        real = os.readlink(where)
+        if real == os.fspath(root) or real.startswith(os.fspath(root) + os.sep):  # no link swapped in above it
+            os.chmod(where, stat.S_IRWXU)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # -- one run of one case -------------------------------------------------------------------------
@@ -622,7 +649,7 @@ async def _one_run(
     except TemplateError as exc:
         if not run.failures:  # a value an earlier failure did not produce is not a suite bug
             tally.outcome = Outcome("error", f"suite could not run the case (TemplateError: {exc})", caught_by="runner")
-    except (KeyError, ValueError, OSError) as exc:
+    except (KeyError, ValueError, TypeError, OSError) as exc:  # a reply's value where the case wanted another kind
         tally.outcome = tally.outcome or Outcome("error", f"suite could not run the case ({type(exc).__name__}: {exc})", caught_by="runner")
     tally.failures += run.failures
     tally.checked |= run.profiles_checked
@@ -635,6 +662,8 @@ def _finish(result: CaseResult, tally: _Tally, options: RunOptions) -> None:
     result.failures = tuple(tally.failures)
     result.all_failures = options.all_checks
     out = tally.outcome
+    if out is not None:  # it may quote a harness message of any length: every case's result is kept
+        out.message = out.message[:DETAIL_LIMIT]
     if tally.failures:
         first = tally.failures[0]
         result.status, result.message, result.step = "fail", first.message, first.step
