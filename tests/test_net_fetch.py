@@ -7,6 +7,7 @@ import ipaddress
 import socket
 import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,14 @@ import anyio
 import httpx
 import pytest
 
-from agentcore.net.fetch import FetchPolicy, FetchRefused, PinnedTransport, fetch_url, html_to_markdown
+from agentcore.net.fetch import (
+    ConversionStopped,
+    FetchPolicy,
+    FetchRefused,
+    PinnedTransport,
+    fetch_url,
+    html_to_markdown,
+)
 from agentcore.net.hosts import compile_host_pattern
 from test_net_servers import RecordingServer, Reply, Sentinel, read_until_eof
 
@@ -118,6 +126,47 @@ async def test_deeply_nested_html_still_gives_its_text(servers: list) -> None:
     srv = serve(servers, {"/": Reply(200, {"Content-Type": "text/html"}, page)})
     result = await fetch_url(f"http://127.0.0.1:{srv.port}/", policy(f"127.0.0.1:{srv.port}"))
     assert result.status == 200 and "deep words" in result.text and result.text.startswith("# Deep")
+
+
+async def test_runs_of_blanks_convert_in_linear_time(servers: list) -> None:
+    # markdownify's whitespace regexes (and our own trailing-blank strip) were quadratic in a
+    # run of blanks: 100 KB of spaces in a <pre> held the GIL for about a minute, so neither the
+    # fetch's timeout nor any other session's work could run until it ended.
+    blanks = b" " * 100_000
+    page = b"<html><body><pre>" + blanks + b"x</pre><p>" + blanks + b"y</p><p>a\n  \nb</p></body></html>"
+    srv = serve(servers, {"/": Reply(200, {"Content-Type": "text/html"}, page)})
+    result = await fetch_url(f"http://127.0.0.1:{srv.port}/", policy(f"127.0.0.1:{srv.port}", timeout_s=10))
+    assert "```\n" + " " * 100_000 + "x\n```" in result.text
+    assert result.text.endswith("y\n\na b")
+
+
+async def test_an_abandoned_conversion_is_told_to_stop(servers: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A conversion the fetch's timeout abandoned kept its thread: html.parser is quadratic on
+    # `<a x="` repeated, so one page burned a core for hours after its fetch had failed.
+    import agentcore.net.fetch as fetch_module
+
+    handed: list[threading.Event] = []
+    started = threading.Event()
+
+    def conversion(html: bytes, charset: str | None, base_url: str, stop: threading.Event) -> str:
+        handed.append(stop)
+        started.set()
+        if not stop.wait(30):  # the fetch's timeout must set it
+            raise AssertionError("the abandoned conversion was never stopped")
+        raise fetch_module.ConversionStopped("stopped")
+
+    monkeypatch.setattr(fetch_module, "html_to_markdown", conversion)
+    srv = serve(servers, {"/": Reply(200, {"Content-Type": "text/html"}, b"<p>x</p>")})
+    assert await refused(f"http://127.0.0.1:{srv.port}/", policy(f"127.0.0.1:{srv.port}", timeout_s=0.5)) == "timeout"
+    assert started.wait(10) and handed[0].is_set()
+
+
+def test_a_stopped_conversion_ends_inside_quadratic_markup() -> None:
+    stop = threading.Event()
+    stop.set()
+    for page in ('<a x="' * 50_000, "<!--" * 50_000, "<p>text</p>" * 1000):
+        with pytest.raises(ConversionStopped):
+            html_to_markdown(page, None, "http://h/", stop)
 
 
 async def test_non_2xx_is_a_result(servers: list) -> None:

@@ -11,12 +11,14 @@ vet and the connect is never used: we never ask DNS a second time.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 import ssl
+import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 from urllib.parse import urljoin
 
 import anyio
@@ -227,13 +229,21 @@ def _kind(media: str) -> str | None:
     return None
 
 
-def html_to_markdown(html: bytes | str, charset: str | None = None, base_url: str | None = None) -> str:
-    """Readable markdown from HTML: scripts, styles and embeds dropped;
-    relative links made absolute against *base_url* so they stay usable."""
-    from bs4 import BeautifulSoup
-    from markdownify import MarkdownConverter
+class ConversionStopped(Exception):
+    """An HTML conversion was stopped from outside (its fetch timed out or was cancelled)."""
 
-    soup = BeautifulSoup(html, "html.parser", from_encoding=charset if isinstance(html, bytes) else None)
+
+def html_to_markdown(
+    html: bytes | str, charset: str | None = None, base_url: str | None = None, stop: threading.Event | None = None
+) -> str:
+    """Readable markdown from HTML: scripts, styles and embeds dropped;
+    relative links made absolute against *base_url* so they stay usable.
+
+    Once *stop* is set, the parse or the conversion raises ConversionStopped at its
+    next element: a fetch that gave up on it must not leave it running (see `_soup_class`).
+    """
+    stop = stop if stop is not None else threading.Event()
+    soup = _soup_class()(html, stop, from_encoding=charset if isinstance(html, bytes) else None)
     title_tag = soup.find("title")
     title = title_tag.get_text(" ", strip=True) if title_tag is not None else ""
     for tag in soup.find_all(_MARKDOWN_DROP):
@@ -244,16 +254,87 @@ def html_to_markdown(html: bytes | str, charset: str | None = None, base_url: st
         for tag in soup.find_all("img", src=True):
             tag["src"] = _absolute(base_url, str(tag["src"]))
     try:
-        body = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
+        body = _converter_class()(stop).convert_soup(soup)
     except RecursionError:
         # The converter recurses once per nesting level; a page nested ~1000 deep
         # (a few KB) gets its text only.  get_text walks the tree without recursing.
         body = soup.get_text("\n", strip=True)
-    body = re.sub(r"[ \t]+\n", "\n", body)
+    # Per line, not `[ \t]+\n`: that regex is quadratic in a run of blanks without a newline.
+    body = "\n".join(line.rstrip(" \t") for line in body.split("\n"))
     body = re.sub(r"\n{3,}", "\n\n", body).strip()
     if title and title not in body[: len(title) + 200]:
         body = f"# {title}\n\n{body}" if body else f"# {title}"
     return body
+
+
+def _check(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise ConversionStopped("the conversion was stopped")
+
+
+@functools.cache
+def _soup_class() -> Any:
+    """BeautifulSoup on html.parser, stoppable between two of the parser's events.
+
+    Python's html.parser is quadratic on some malformed markup (`<a x="` or `<!--`
+    repeated: 120 KB took 35 s), and a conversion a timeout abandoned kept its thread,
+    burning a core for hours per call. Every step of the parser's loop reports data, a
+    start tag or an end tag, so checking there bounds what runs after the stop.
+    """
+    from bs4 import BeautifulSoup
+
+    class StoppableSoup(BeautifulSoup):  # type: ignore[misc]
+        def __init__(self, markup: bytes | str, stop: threading.Event, **kwargs: Any) -> None:
+            self.agentcore_stop = stop  # set before the parse, which runs in __init__
+            super().__init__(markup, "html.parser", **kwargs)
+
+        def handle_data(self, data: str) -> None:
+            _check(self.agentcore_stop)
+            super().handle_data(data)
+
+        def handle_starttag(self, *args: Any, **kwargs: Any) -> Any:
+            _check(self.agentcore_stop)
+            return super().handle_starttag(*args, **kwargs)
+
+        def handle_endtag(self, *args: Any, **kwargs: Any) -> Any:
+            _check(self.agentcore_stop)
+            return super().handle_endtag(*args, **kwargs)
+
+    return StoppableSoup
+
+
+@functools.cache
+def _converter_class() -> Any:
+    """markdownify with its whitespace handling kept linear in the page's size, stoppable per element.
+
+    Its default text normalisation (`[\\t \\r\\n]*[\\r\\n][\\t \\r\\n]*`) and its `<pre>`
+    strip (`[ \\n]*$`) are searched at every position of a run of blanks, so 200 KB of
+    spaces took minutes, holding the GIL and with it the event loop and every timeout.
+    `wrap` without a width collapses whitespace with one linear pass (a source newline
+    inside a paragraph becomes a space, as Markdown renders it anyway); `<pre>` text is
+    stripped here with str methods instead.
+    """
+    from markdownify import MarkdownConverter
+
+    class LinearConverter(MarkdownConverter):  # type: ignore[misc]
+        def __init__(self, stop: threading.Event) -> None:
+            super().__init__(heading_style="ATX", bullets="-", wrap=True, wrap_width=None, strip_pre=None)
+            self.agentcore_stop = stop
+
+        def process_tag(self, node: Any, parent_tags: Any = None) -> str:
+            _check(self.agentcore_stop)
+            return str(super().process_tag(node, parent_tags=parent_tags))
+
+        def convert_pre(self, el: Any, text: str, parent_tags: Any) -> str:
+            return str(super().convert_pre(el, _strip_pre(text), parent_tags))
+
+    return LinearConverter
+
+
+def _strip_pre(text: str) -> str:
+    """markdownify's `strip_pre`: leading blank lines and every trailing space and newline."""
+    lead = text[: len(text) - len(text.lstrip(" \n"))]
+    return text[lead.rfind("\n") + 1 :].rstrip(" \n")
 
 
 def _absolute(base_url: str, link: str) -> str:
@@ -274,8 +355,13 @@ async def _to_text(content_type: str, body: bytes, base_url: str) -> str:
     if kind is None:
         raise FetchRefused("binary_content", "the response is binary, not text")
     if kind == "html":
-        # CPU-bound on large pages; abandoning keeps timeouts and cancellation prompt.
-        return await anyio.to_thread.run_sync(html_to_markdown, body, charset, base_url, abandon_on_cancel=True)
+        # CPU-bound on large pages; abandoning keeps timeouts and cancellation prompt,
+        # and the stop set on the way out ends the abandoned conversion too.
+        stop = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(html_to_markdown, body, charset, base_url, stop, abandon_on_cancel=True)
+        finally:
+            stop.set()
     if charset is not None:
         try:
             return body.decode(charset, errors="replace")
