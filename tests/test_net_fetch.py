@@ -8,7 +8,7 @@ import socket
 import ssl
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -433,3 +433,38 @@ def test_policy_validation() -> None:
         policy("example.com", timeout_s=0)
     with pytest.raises(TypeError):
         FetchPolicy(host_patterns=("example.com",))  # type: ignore[arg-type]
+
+
+# -- pages with more markup than a tree is built for (attack review) -------------------------------
+
+
+def _peak_bytes(fn: Callable[[], str]) -> tuple[str, int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_page_of_many_tags_is_read_as_text_in_memory_bounded_by_the_text() -> None:
+    # 200,000 tags in 1 MB: a tree of them took about 200 MB (10 MiB of them, 2 GB).
+    page = b"<html><head><title>T</title><script>var secret_script=1</script></head><body>" + b"a<br>" * 200_000 + b"<p>the end</p></body></html>"
+    out, peak = _peak_bytes(lambda: html_to_markdown(page, None, "http://example.test/"))
+    assert out.startswith("a\na\n") and out.endswith("the end")
+    assert "secret_script" not in out and "<br>" not in out
+    assert peak < 40 * 2**20, peak
+
+
+def test_a_tag_with_very_many_attributes_is_read_as_text_in_bounded_memory() -> None:
+    page = b"<html><body><p " + b" ".join(b"a%d=1" % i for i in range(300_000)) + b">kept text</p></body></html>"
+    out, peak = _peak_bytes(lambda: html_to_markdown(page, None, "http://example.test/"))
+    assert out == "kept text"
+    assert peak < 40 * 2**20, peak
+
+
+def test_a_page_below_the_markup_budget_is_still_markdown() -> None:
+    page = b"<html><body>" + b"<p>x</p>" * 1000 + b'<a href="/y">link</a></body></html>'
+    assert "[link](http://example.test/y)" in html_to_markdown(page, None, "http://example.test/")

@@ -243,6 +243,8 @@ def html_to_markdown(
     next element: a fetch that gave up on it must not leave it running (see `_soup_class`).
     """
     stop = stop if stop is not None else threading.Event()
+    if _markup_count(html, "<") > MAX_TREE_TAGS or _markup_count(html, "=") > MAX_TREE_ATTRIBUTES:
+        return _plain_text(html, charset, stop)
     soup = _soup_class()(html, stop, from_encoding=charset if isinstance(html, bytes) else None)
     title_tag = soup.find("title")
     title = title_tag.get_text(" ", strip=True) if title_tag is not None else ""
@@ -265,6 +267,65 @@ def html_to_markdown(
     if title and title not in body[: len(title) + 200]:
         body = f"# {title}\n\n{body}" if body else f"# {title}"
     return body
+
+
+# A parsed tree costs about 1 KB per tag and 600 bytes per attribute: 10 MiB of `a<br>` took 2 GB,
+# one tag with 500,000 attributes 300 MB, and web_fetch calls run side by side. Past these counts
+# (a long article has a few tens of thousands of tags) the page is read as a stream, to text only.
+MAX_TREE_TAGS = 60_000
+MAX_TREE_ATTRIBUTES = 120_000
+_BLOCKS = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "table", "ul", "ol",
+                     "section", "article", "blockquote", "dt", "dd", "hr"})
+
+
+_ATTRIBUTES = re.compile(r"<(/?)([A-Za-z][^\s<>/]*)[^<>]*>")
+
+
+def _markup_count(html: bytes | str, mark: str) -> int:
+    return html.count(mark.encode("ascii")) if isinstance(html, bytes) else html.count(mark)
+
+
+def _plain_text(html: bytes | str, charset: str | None, stop: threading.Event) -> str:
+    """The page's text without Markdown, read as a stream: memory in proportion to the text, not the markup."""
+    from html.parser import HTMLParser
+
+    if isinstance(html, bytes):
+        try:
+            html = html.decode(charset or "utf-8", errors="replace")
+        except LookupError:
+            html = html.decode("utf-8", errors="replace")
+    # Attributes are never text: dropped before parsing, so no list of them is built (`[^<>]*` stops at
+    # the next `<`, so an unclosed tag costs one scan of its own text, not one to the end of the page).
+    html = _ATTRIBUTES.sub(r"<\1\2>", html)
+    out: list[str] = []
+    dropped = 0  # depth inside elements whose content is not text (scripts, styles, the head)
+
+    class Text(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            nonlocal dropped
+            _check(stop)
+            dropped += tag in _MARKDOWN_DROP
+            if tag in _BLOCKS:
+                out.append("\n")
+
+        def handle_endtag(self, tag: str) -> None:
+            nonlocal dropped
+            _check(stop)
+            if tag in _MARKDOWN_DROP and dropped:
+                dropped -= 1
+            if tag in _BLOCKS:
+                out.append("\n")
+
+        def handle_data(self, data: str) -> None:
+            _check(stop)
+            if not dropped:
+                out.append(data)
+
+    parser = Text(convert_charrefs=True)
+    parser.feed(html)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(out).split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 def _check(stop: threading.Event) -> None:
