@@ -451,7 +451,8 @@ def _peak_bytes(fn: Callable[[], str]) -> tuple[str, int]:
 
 def test_a_page_of_many_tags_is_read_as_text_in_memory_bounded_by_the_text() -> None:
     # 200,000 tags in 1 MB: a tree of them took about 200 MB (10 MiB of them, 2 GB).
-    page = b"<html><head><title>T</title><script>var secret_script=1</script></head><body>" + b"a<br>" * 200_000 + b"<p>the end</p></body></html>"
+    page = (b"<html><head><title>T</title><script>var secret_script=1</script></head><body><embed src=x>"
+            + b"a<br>" * 200_000 + b"<p>the end</p></body></html>")
     out, peak = _peak_bytes(lambda: html_to_markdown(page, None, "http://example.test/"))
     assert out.startswith("a\na\n") and out.endswith("the end")
     assert "secret_script" not in out and "<br>" not in out

@@ -278,6 +278,7 @@ _BLOCKS = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5",
                      "section", "article", "blockquote", "dt", "dd", "hr"})
 
 
+_DROPPED_CONTENT = frozenset(_MARKDOWN_DROP) - {"embed"}  # `embed` is void: no end tag would end the drop
 _ATTRIBUTES = re.compile(r"<(/?)([A-Za-z][^\s<>/]*)[^<>]*>")
 
 
@@ -304,14 +305,14 @@ def _plain_text(html: bytes | str, charset: str | None, stop: threading.Event) -
         def handle_starttag(self, tag: str, attrs: Any) -> None:
             nonlocal dropped
             _check(stop)
-            dropped += tag in _MARKDOWN_DROP
+            dropped += tag in _DROPPED_CONTENT
             if tag in _BLOCKS:
                 out.append("\n")
 
         def handle_endtag(self, tag: str) -> None:
             nonlocal dropped
             _check(stop)
-            if tag in _MARKDOWN_DROP and dropped:
+            if tag in _DROPPED_CONTENT and dropped:
                 dropped -= 1
             if tag in _BLOCKS:
                 out.append("\n")
