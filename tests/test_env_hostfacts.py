@@ -170,15 +170,21 @@ def _policy(ws: Path, denied: Path) -> SandboxPolicy:
                          env={"PATH": "/usr/bin:/bin"})
 
 
-def test_a_loop_of_links_is_looked_up_again_when_its_far_link_changes(root: Path) -> None:
-    """`realpath` leaves a loop as it is: `.env` -> `sub/l/.env` with `sub/l` -> `..` looks like a path without a
-    link. Re-pointing `sub/l` changes only `sub`, which no ancestor of `.env` is: the loop must not have been kept."""
+def _loop_of_links(root: Path) -> Path:
+    """`ws/.env` -> `sub/l/.env` with `sub/l` -> `..`: a loop; `ws/d/.env` is where it leads once `l` is re-pointed."""
     ws = root / "ws"
     (ws / "sub").mkdir(parents=True)
     (ws / "d").mkdir()
     (ws / "d" / ".env").write_text("machine x password y")
     (ws / ".env").symlink_to("sub/l/.env")
     (ws / "sub" / "l").symlink_to("..")
+    return ws
+
+
+def test_a_loop_of_links_is_looked_up_again_when_its_far_link_changes(root: Path) -> None:
+    """`realpath` leaves a loop as it is: `.env` -> `sub/l/.env` with `sub/l` -> `..` looks like a path without a
+    link. Re-pointing `sub/l` changes only `sub`, which no ancestor of `.env` is: the loop must not have been kept."""
+    ws = _loop_of_links(root)
     target = str(ws / ".env")
     assert os.path.realpath(target) == target and not os.path.exists(target)
     assert Observation(now_ns=LATER).fact(target) == _look(target)
@@ -190,12 +196,7 @@ def test_a_loop_of_links_is_looked_up_again_when_its_far_link_changes(root: Path
 
 def test_a_loop_of_links_as_a_denied_path_is_masked_where_it_leads_now(root: Path) -> None:
     """The same with the real clock through the plan: the mask goes where the path leads at this call."""
-    ws = root / "ws"
-    (ws / "sub").mkdir(parents=True)
-    (ws / "d").mkdir()
-    (ws / "d" / ".env").write_text("machine x password y")
-    (ws / ".env").symlink_to("sub/l/.env")
-    (ws / "sub" / "l").symlink_to("..")
+    ws = _loop_of_links(root)
     pol = _policy(ws, ws / ".env")
     _settled(ws / ".env")
     bwrap.build_plan(pol)

@@ -469,3 +469,9 @@ def test_a_tag_with_very_many_attributes_is_read_as_text_in_bounded_memory() -> 
 def test_a_page_below_the_markup_budget_is_still_markdown() -> None:
     page = b"<html><body>" + b"<p>x</p>" * 1000 + b'<a href="/y">link</a></body></html>'
     assert "[link](http://example.test/y)" in html_to_markdown(page, None, "http://example.test/")
+
+
+def test_a_page_read_as_a_stream_decodes_like_any_text_under_an_unusable_charset() -> None:
+    # `idna` cannot decode with replacement: the label is unusable, so the body is read as undeclared (NET-11).
+    page = b"<p>" + "caf\u00e9<br>".encode() * 70_000 + b"</p>"
+    assert html_to_markdown(page, "idna", "http://example.test/").startswith("caf\u00e9\ncaf\u00e9\n")

@@ -11,25 +11,21 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
-import re
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping
 
+from agentcore.textdata import printable as _printable
+
 from . import PROTOCOL_VERSION, SPEC_REVISION, SUITE_VERSION
 from .runner import FAILING, STATUSES, CaseResult
 
-# Text a harness chose must not reach a terminal, XML or Markdown as structure: control characters
-# (escape sequences, NUL, what XML 1.0 forbids), bidirectional overrides, surrogates and non-characters
-# are shown as escapes. Newlines and tabs only where the text may span lines.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-_UNSAFE_LINE = re.compile(_UNSAFE.pattern[:-1] + "\t\n]")
-
 
 def printable(text: Any, *, multiline: bool = False) -> str:
-    """`text` with every character that could act on a terminal or break a report written as an escape."""
-    pattern = _UNSAFE if multiline else _UNSAFE_LINE
-    return pattern.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", str(text))
+    """Text a harness chose, shown so that it cannot act on a terminal or break an XML or Markdown report:
+    the engine's own `printable` (controls, what XML 1.0 forbids, bidirectional overrides, surrogates and
+    non-characters as escapes; newlines and tabs kept only where the text may span lines)."""
+    return _printable(str(text), lines=multiline)
 
 
 def _md(text: Any) -> str:

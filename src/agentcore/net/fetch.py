@@ -291,10 +291,7 @@ def _plain_text(html: bytes | str, charset: str | None, stop: threading.Event) -
     from html.parser import HTMLParser
 
     if isinstance(html, bytes):
-        try:
-            html = html.decode(charset or "utf-8", errors="replace")
-        except LookupError:
-            html = html.decode("utf-8", errors="replace")
+        html = _decoded(html, charset)
     # Attributes are never text: dropped before parsing, so no list of them is built (`[^<>]*` stops at
     # the next `<`, so an unclosed tag costs one scan of its own text, not one to the end of the page).
     html = _ATTRIBUTES.sub(r"<\1\2>", html)
@@ -424,6 +421,10 @@ async def _to_text(content_type: str, body: bytes, base_url: str) -> str:
             return await anyio.to_thread.run_sync(html_to_markdown, body, charset, base_url, stop, abandon_on_cancel=True)
         finally:
             stop.set()
+    return _decoded(body, charset)
+
+
+def _decoded(body: bytes, charset: str | None) -> str:
     if charset is not None:
         try:
             return body.decode(charset, errors="replace")
